@@ -1,0 +1,63 @@
+"""The example models: Triton's classic `simple`, an identity per datatype, a text model, a classifier."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from oip_asgi import Model, TensorSpec
+
+DATATYPES = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES"]
+
+
+def add_sub(INPUT0: np.ndarray, INPUT1: np.ndarray) -> dict[str, np.ndarray]:
+    return {"OUTPUT0": INPUT0 + INPUT1, "OUTPUT1": INPUT0 - INPUT1}
+
+
+def identity(INPUT0: np.ndarray) -> np.ndarray:
+    return INPUT0
+
+
+def text_stats(TEXT: np.ndarray) -> dict[str, np.ndarray]:
+    """Upper-cases each string and counts its UTF-8 bytes."""
+    return {
+        "UPPER": np.vectorize(lambda item: item.upper(), otypes=[object])(TEXT),
+        "LENGTH": np.vectorize(len, otypes=[np.int64])(TEXT),
+    }
+
+
+ANIMALS = ["cat", "dog", "bird"]
+
+
+def animal_scores(FEATURES: np.ndarray) -> np.ndarray:
+    """A fixed linear 'classifier' over 4 features: scores for cat, dog and bird."""
+    weights = np.array([[2.0, -1.0, 0.5], [-1.0, 2.0, 0.5], [0.5, 0.5, -2.0], [0.1, 0.2, 3.0]], dtype=np.float32)
+    return FEATURES.astype(np.float32) @ weights
+
+
+models: dict[str, object] = {
+    "simple": Model(
+        add_sub,
+        inputs=[TensorSpec("INPUT0", "INT32", [-1, 16]), TensorSpec("INPUT1", "INT32", [-1, 16])],
+        outputs=[TensorSpec("OUTPUT0", "INT32", [-1, 16]), TensorSpec("OUTPUT1", "INT32", [-1, 16])],
+    ),
+    "echo": lambda **inputs: inputs,
+    "text": Model(
+        text_stats,
+        inputs=[TensorSpec("TEXT", "BYTES", [-1])],
+        outputs=[TensorSpec("UPPER", "BYTES", [-1]), TensorSpec("LENGTH", "INT64", [-1])],
+    ),
+    "animals": Model(
+        animal_scores,
+        inputs=[TensorSpec("FEATURES", "FP32", [-1, 4])],
+        outputs=[TensorSpec("SCORES", "FP32", [-1, 3])],
+        labels=ANIMALS,
+    ),
+    **{
+        f"identity_{datatype.lower()}": Model(
+            identity,
+            inputs=[TensorSpec("INPUT0", datatype, [-1])],
+            outputs=[TensorSpec("OUTPUT0", datatype, [-1])],
+        )
+        for datatype in DATATYPES
+    },
+}

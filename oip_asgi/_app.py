@@ -1,0 +1,193 @@
+"""The ASGI application: routing, health, metadata, inference, lifespan."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import anyio
+
+from ._body import BodyReader
+from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, ModelNotReady, NotFound, OIPError
+from ._inference import build_response, read_inputs
+from ._models import Model, ModelRepository, ModelsArgument, TensorSpec
+from ._responses import choose_encoding, send_error, send_inference, send_json
+from ._schemas import ModelMetadata, ServerMetadata, TensorMetadata
+
+logger = logging.getLogger("oip_asgi")
+
+EXTENSIONS = ["binary_tensor_data", "classification"]
+DEFAULT_MAX_BODY_SIZE = 128 * 2**20
+DEFAULT_MAX_JSON_SIZE = 32 * 2**20
+
+_MODEL_PATH = re.compile(r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?(?P<action>/ready|/infer)?/?")
+
+Scope = dict[str, Any]
+Receive = Any
+Send = Any
+
+
+def route_path(scope: Scope) -> str:
+    """The path below the mount point, whether or not the server put root_path into scope["path"]."""
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if root_path and (path == root_path or path.startswith(root_path + "/")):
+        return path[len(root_path) :]
+    return path
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return value.decode("latin-1")  # type: ignore[no-any-return]
+    return None
+
+
+def _length_header(scope: Scope, name: bytes) -> int | None:
+    value = _header(scope, name)
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isdigit():
+        raise BadRequest(f"{name.decode().title()} must be a non-negative integer, got {value!r}")
+    return int(text)
+
+
+class OIPApp:
+    """An ASGI app serving models over the Open Inference Protocol, relative to where it is mounted."""
+
+    def __init__(
+        self,
+        models: ModelsArgument,
+        *,
+        name: str = "oip-asgi",
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        max_json_size: int = DEFAULT_MAX_JSON_SIZE,
+    ) -> None:
+        from . import __version__
+
+        self.repository = ModelRepository(models)
+        self.max_body_size = max_body_size
+        self.max_json_size = min(max_json_size, max_body_size)
+        self._server_metadata = ServerMetadata(name=name, version=__version__, extensions=EXTENSIONS)
+
+    async def load(self) -> None:
+        """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
+        async with anyio.create_task_group() as group:
+            for name, model in self.repository.all():
+                group.start_soon(model.load, name)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return  # websockets are not part of the protocol; refusing the handshake closes them
+        started = False
+
+        async def tracking_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self._dispatch(scope, receive, tracking_send)
+        except OIPError as error:
+            if not started:
+                await send_error(send, error)
+        except ClientDisconnected:
+            pass
+        except Exception:
+            logger.exception("unhandled error serving %s %s", scope.get("method"), scope.get("path"))
+            if not started:
+                await send_error(send, OIPError("internal server error; see the server log"))
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await self.load()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = route_path(scope)
+        method = scope["method"]
+        if path in ("", "/"):
+            _allow(method, "GET")
+            await send_json(send, 200, self._server_metadata)
+        elif path == "/health/live":
+            _allow(method, "GET")
+            await send_json(send, 200, {"live": True})
+        elif path == "/health/ready":
+            _allow(method, "GET")
+            await self.load()
+            ready = all(model.ready for _, model in self.repository.all())
+            await send_json(send, 200 if ready else 400, {"ready": ready})
+        elif match := _MODEL_PATH.fullmatch(path):
+            name, version, action = match.group("name", "version", "action")
+            model = self.repository.get(name, version)
+            if action == "/infer":
+                _allow(method, "POST")
+                await self._infer(scope, receive, send, name, model)
+            elif action == "/ready":
+                _allow(method, "GET")
+                await model.load(name)
+                await send_json(send, 200 if model.ready else 400, {"name": name, "ready": model.ready})
+            else:
+                _allow(method, "GET")
+                await send_json(send, 200, self._model_metadata(name, model))
+        else:
+            raise NotFound(f"no such path {path!r}; see the Open Inference Protocol for the endpoints")
+
+    def _model_metadata(self, name: str, model: Model) -> ModelMetadata:
+        def tensors(specs: tuple[TensorSpec, ...] | None) -> list[TensorMetadata]:
+            return [TensorMetadata(spec.name, spec.datatype, list(spec.shape)) for spec in specs or ()]
+
+        return ModelMetadata(
+            name=name,
+            versions=self.repository.versions(name),
+            platform=model.platform,
+            inputs=tensors(model.inputs),
+            outputs=tensors(model.outputs),
+            properties=model.properties,
+        )
+
+    async def _infer(self, scope: Scope, receive: Receive, send: Send, name: str, model: Model) -> None:
+        await model.ensure_ready(name)
+        if not model.ready:
+            raise ModelNotReady(f"model '{name}' is not ready")
+        reader = BodyReader(
+            receive,
+            limit=self.max_body_size,
+            content_length=_length_header(scope, b"content-length"),
+            content_encoding=_header(scope, b"content-encoding"),
+        )
+        header_length = _length_header(scope, b"inference-header-content-length")
+        inputs = await read_inputs(reader, header_length, name, model, max_header_size=self.max_json_size)
+        result = await model(name, inputs.arrays, inputs.parameters)
+        response = build_response(name, model, inputs, result)
+        await send_inference(send, response.header, response.binary, choose_encoding(_header(scope, b"accept-encoding")))
+
+
+def _allow(method: str, allowed: str) -> None:
+    if method != allowed:
+        raise MethodNotAllowed(f"method {method} is not allowed here; use {allowed}", allow=allowed)
+
+
+def oip_app(
+    models: ModelsArgument,
+    *,
+    name: str = "oip-asgi",
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    max_json_size: int = DEFAULT_MAX_JSON_SIZE,
+) -> OIPApp:
+    """The Open Inference Protocol for `models` as an ASGI app; mount it at ``/v2``.
+
+    `models` maps each name to a `Model`, a bare callable, or a list of `Model` versions.
+    `max_body_size` bounds a request body (after decompression); `max_json_size` bounds its JSON part.
+    """
+    return OIPApp(models, name=name, max_body_size=max_body_size, max_json_size=max_json_size)

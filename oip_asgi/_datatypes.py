@@ -1,0 +1,69 @@
+"""The protocol's tensor datatypes and their numpy counterparts (little-endian on the wire)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from ._errors import BadRequest
+
+Datatype = Literal[
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+    "FP16", "FP32", "FP64", "BYTES", "BF16",
+]  # fmt: skip
+
+# Wire dtypes: explicit little-endian so a big-endian host still reads and writes the protocol's bytes.
+_NUMPY: dict[str, np.dtype] = {
+    "BOOL": np.dtype("?"),
+    "UINT8": np.dtype("u1"),
+    "UINT16": np.dtype("<u2"),
+    "UINT32": np.dtype("<u4"),
+    "UINT64": np.dtype("<u8"),
+    "INT8": np.dtype("i1"),
+    "INT16": np.dtype("<i2"),
+    "INT32": np.dtype("<i4"),
+    "INT64": np.dtype("<i8"),
+    "FP16": np.dtype("<f2"),
+    "FP32": np.dtype("<f4"),
+    "FP64": np.dtype("<f8"),
+    "BYTES": np.dtype(object),
+}
+_DATATYPE_OF_KIND = {(dt.kind, dt.itemsize): name for name, dt in _NUMPY.items() if name != "BYTES"}
+
+DATATYPES: tuple[str, ...] = (*_NUMPY, "BF16")
+
+
+def _bfloat16() -> np.dtype | None:
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def numpy_dtype(datatype: str) -> np.dtype:
+    """The numpy dtype for a protocol datatype; BF16 needs the optional ``ml_dtypes`` package."""
+    dtype = _NUMPY.get(datatype)
+    if dtype is not None:
+        return dtype
+    if datatype == "BF16":
+        bf16 = _bfloat16()
+        if bf16 is None:
+            raise BadRequest("BF16 tensors need the ml_dtypes package on the server (pip install 'oip-asgi[bf16]')")
+        return bf16
+    raise BadRequest(f"unknown datatype {datatype!r}; expected one of {', '.join(DATATYPES)}")
+
+
+def datatype_of(dtype: np.dtype) -> str | None:
+    """The protocol datatype of a numpy dtype, or None when the protocol has none for it."""
+    if dtype.kind in "OSU":
+        return "BYTES"
+    if dtype.name == "bfloat16":
+        return "BF16"
+    return _DATATYPE_OF_KIND.get((dtype.kind, dtype.itemsize))
+
+
+def element_size(datatype: str) -> int:
+    """Bytes per element in binary form; BYTES has no fixed size and answers 0."""
+    return 0 if datatype == "BYTES" else (2 if datatype == "BF16" else _NUMPY[datatype].itemsize)

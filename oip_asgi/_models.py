@@ -1,0 +1,217 @@
+"""Models: what a user hands us (`Model`, `TensorSpec`, or a bare callable) and how we run them."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, Union
+
+import anyio.to_thread
+import numpy as np
+
+from ._datatypes import DATATYPES
+from ._errors import ModelError, ModelNotReady, NotFound
+
+logger = logging.getLogger("oip_asgi")
+
+Outputs = Union[Mapping[str, Any], np.ndarray, Any]
+
+
+class Predict(Protocol):
+    """A model: takes one keyword argument per input tensor (numpy arrays), returns its outputs.
+
+    The result is a mapping of output name to array-like, or a single array-like when the model
+    declares exactly one output. Async callables are awaited; sync ones run in a worker thread.
+    A callable that declares a ``parameters`` argument also receives the request's parameters.
+    """
+
+    def __call__(self, **inputs: Any) -> Outputs | Awaitable[Outputs]: ...
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A declared input or output: its name, protocol datatype and shape (-1 for a variable dimension)."""
+
+    name: str
+    datatype: str
+    shape: Sequence[int]
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        if self.datatype not in DATATYPES:
+            raise ValueError(f"TensorSpec {self.name!r}: datatype {self.datatype!r} is not one of {', '.join(DATATYPES)}")
+        if any(not isinstance(dim, int) or dim < -1 for dim in self.shape):
+            raise ValueError(f"TensorSpec {self.name!r}: shape {list(self.shape)} must hold integers >= -1")
+        object.__setattr__(self, "shape", tuple(self.shape))
+
+    def accepts_shape(self, shape: Sequence[int]) -> bool:
+        return len(shape) == len(self.shape) and all(want in (-1, got) for want, got in zip(self.shape, shape))
+
+
+class Model:
+    """A callable with the metadata the protocol can tell about it.
+
+    ``labels`` name the classes for the classification extension: one list for every output, or a
+    mapping of output name to list. ``load`` (sync or async) runs once before the model serves,
+    at startup or at first use. ``max_concurrency`` bounds the requests in flight for this model;
+    past it the model answers 503 instead of queueing without bound.
+    """
+
+    def __init__(
+        self,
+        predict: Predict | Callable[..., Any],
+        *,
+        inputs: Sequence[TensorSpec] | None = None,
+        outputs: Sequence[TensorSpec] | None = None,
+        labels: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+        version: str = "1",
+        platform: str = "python",
+        load: Callable[[], Any] | None = None,
+        max_concurrency: int | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        if not callable(predict):
+            raise TypeError(f"a model must be callable, got {type(predict).__name__}")
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        self.predict = predict
+        self.inputs = tuple(inputs) if inputs is not None else None
+        self.outputs = tuple(outputs) if outputs is not None else None
+        for kind, specs in (("input", self.inputs), ("output", self.outputs)):
+            names = [spec.name for spec in specs or ()]
+            if len(set(names)) != len(names):
+                raise ValueError(f"duplicate {kind} names in {names}")
+        self.labels = labels
+        self.version = str(version)
+        self.platform = platform
+        self.properties = dict(properties) if properties else None
+        self.max_concurrency = max_concurrency
+        self.in_flight = 0
+        self._load = load
+        self._loaded = load is None
+        self._load_error: str | None = None
+        self._load_lock: anyio.Lock | None = None
+        self._is_async = _is_async(predict)
+        self._takes_parameters = _takes_parameters(predict)
+
+    def __repr__(self) -> str:
+        return f"Model({self.predict!r}, version={self.version!r})"
+
+    @property
+    def ready(self) -> bool:
+        return self._loaded
+
+    def labels_for(self, output: str) -> Sequence[str] | None:
+        if self.labels is None or isinstance(self.labels, Sequence):
+            return self.labels
+        return self.labels.get(output)
+
+    def output_spec(self, name: str) -> TensorSpec | None:
+        return next((spec for spec in self.outputs or () if spec.name == name), None)
+
+    async def load(self, name: str) -> None:
+        """Run the load step once, however many requests ask at the same time."""
+        if self._loaded:
+            return
+        if self._load_lock is None:
+            self._load_lock = anyio.Lock()
+        async with self._load_lock:
+            if self._loaded or self._load_error is not None or self._load is None:
+                return
+            try:
+                result = self._load() if _is_async(self._load) else await anyio.to_thread.run_sync(self._load)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                self._load_error = f"{type(exc).__name__}: {exc}"
+                logger.exception("model %r (version %s) failed to load", name, self.version)
+                return
+            self._loaded = True
+
+    async def ensure_ready(self, name: str) -> None:
+        await self.load(name)
+        if self._load_error is not None:
+            raise ModelNotReady(f"model '{name}' version {self.version} failed to load: {self._load_error}")
+
+    async def __call__(self, name: str, inputs: dict[str, np.ndarray], parameters: dict[str, Any]) -> Any:
+        if self.max_concurrency is not None and self.in_flight >= self.max_concurrency:
+            raise ModelNotReady(f"model '{name}' is busy: {self.max_concurrency} requests already in flight, retry later")
+        kwargs: dict[str, Any] = dict(inputs)
+        if self._takes_parameters:
+            kwargs["parameters"] = parameters
+        self.in_flight += 1
+        try:
+            if self._is_async:
+                result = await self.predict(**kwargs)
+            else:
+                result = await anyio.to_thread.run_sync(functools.partial(self.predict, **kwargs))
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception as exc:
+            raise ModelError(f"model '{name}' raised {type(exc).__name__}: {exc}") from exc
+        finally:
+            self.in_flight -= 1
+        return result
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, "__call__", None))
+
+
+def _takes_parameters(function: Callable[..., Any]) -> bool:
+    try:
+        parameter = inspect.signature(function).parameters.get("parameters")
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+
+
+ModelsArgument = Mapping[str, Union[Model, Callable[..., Any], Sequence[Model]]]
+
+
+class ModelRepository:
+    """Models by name and version; the unversioned name means the newest version."""
+
+    def __init__(self, models: ModelsArgument) -> None:
+        self._versions: dict[str, dict[str, Model]] = {}
+        for name, entry in models.items():
+            if not name or "/" in name:
+                raise ValueError(f"model name {name!r} must be non-empty and hold no '/'")
+            versions = list(entry) if isinstance(entry, Sequence) else [entry]
+            if not versions:
+                raise ValueError(f"model {name!r} has no versions")
+            by_version: dict[str, Model] = {}
+            for model in versions:
+                model = model if isinstance(model, Model) else Model(model)
+                if model.version in by_version:
+                    raise ValueError(f"model {name!r} lists version {model.version!r} twice")
+                by_version[model.version] = model
+            self._versions[name] = dict(sorted(by_version.items(), key=lambda item: _version_key(item[0])))
+
+    def names(self) -> list[str]:
+        return list(self._versions)
+
+    def all(self) -> list[tuple[str, Model]]:
+        return [(name, model) for name, versions in self._versions.items() for model in versions.values()]
+
+    def versions(self, name: str) -> list[str]:
+        return list(self._versions[name])
+
+    def get(self, name: str, version: str | None = None) -> Model:
+        versions = self._versions.get(name)
+        if versions is None:
+            raise NotFound(f"unknown model '{name}'")
+        if version is None:
+            return next(reversed(versions.values()))
+        model = versions.get(version)
+        if model is None:
+            raise NotFound(f"model '{name}' has no version '{version}' (versions: {', '.join(versions)})")
+        return model
+
+
+def _version_key(version: str) -> tuple[int, int, str]:
+    """Integer versions order numerically (as Triton's do) and after any named ones."""
+    return (1, int(version), "") if version.isdigit() else (0, 0, version)

@@ -1,0 +1,226 @@
+"""Tensor codecs: JSON ``data`` and binary tensor bytes to numpy arrays, and back.
+
+Decoding is strict: JSON elements are decoded by a msgspec decoder typed for the datatype and the
+nesting depth, so a string in an INT32 tensor, a float in an integer tensor, a bool where a number
+belongs or a value out of the dtype's range is an error that names the element's JSON path.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Annotated, Any
+
+import msgspec
+import numpy as np
+
+from ._datatypes import datatype_of, element_size, numpy_dtype
+from ._errors import BadRequest
+from ._shortest import shortest_doubles
+
+_LENGTH = struct.Struct("<I")
+
+
+def _float_bound(dtype: type[np.floating[Any]]) -> msgspec.Meta:
+    largest = float(np.finfo(dtype).max)
+    return msgspec.Meta(ge=-largest, le=largest)
+
+
+def _int_bound(dtype: type[np.integer[Any]]) -> msgspec.Meta:
+    info = np.iinfo(dtype)
+    return msgspec.Meta(ge=int(info.min), le=int(info.max))
+
+
+# The JSON element type of each datatype: bounds reject what the dtype cannot hold.
+_ELEMENT: dict[str, Any] = {
+    "BOOL": bool,
+    "UINT8": Annotated[int, _int_bound(np.uint8)],
+    "UINT16": Annotated[int, _int_bound(np.uint16)],
+    "UINT32": Annotated[int, _int_bound(np.uint32)],
+    "UINT64": Annotated[int, _int_bound(np.uint64)],
+    "INT8": Annotated[int, _int_bound(np.int8)],
+    "INT16": Annotated[int, _int_bound(np.int16)],
+    "INT32": Annotated[int, _int_bound(np.int32)],
+    "INT64": Annotated[int, _int_bound(np.int64)],
+    "FP16": Annotated[float, _float_bound(np.float16)],
+    "FP32": Annotated[float, _float_bound(np.float32)],
+    "FP64": float,  # msgspec already rejects what overflows a double
+    "BYTES": str,
+}
+
+
+def shape_text(shape: list[int] | tuple[int, ...]) -> str:
+    return "[" + ", ".join(map(str, shape)) + "]"
+
+
+@lru_cache(maxsize=None)
+def _data_decoder(datatype: str, depth: int) -> msgspec.json.Decoder[Any]:
+    element_type: Any = _ELEMENT[datatype]
+    for _ in range(depth):
+        element_type = list[element_type]
+    return msgspec.json.Decoder(element_type)
+
+
+def _nesting_depth(raw: bytes | memoryview) -> int:
+    """How many arrays open before the first element: 1 for flat data, len(shape) for nested."""
+    depth = 0
+    for byte in bytes(raw[:256]):
+        if byte == 0x5B:  # "["
+            depth += 1
+        elif byte not in b" \t\r\n":
+            break
+    return depth
+
+
+def _flatten(nested: list[Any], shape: list[int], name: str) -> list[Any]:
+    if len(nested) != shape[0]:
+        raise BadRequest(f"input '{name}': data has {len(nested)} rows at dimension 0, shape {shape_text(shape)} says {shape[0]}")
+    items = nested
+    for axis in range(1, len(shape)):
+        flat: list[Any] = []
+        for row in items:
+            if len(row) != shape[axis]:
+                raise BadRequest(
+                    f"input '{name}': data has a row of {len(row)} at dimension {axis}, "
+                    f"shape {shape_text(shape)} says {shape[axis]}"
+                )
+            flat.extend(row)
+        items = flat
+    return items
+
+
+def array_from_json(name: str, datatype: str, shape: list[int], raw: msgspec.Raw) -> np.ndarray:
+    if datatype == "BF16":
+        raise BadRequest(f"input '{name}': BF16 has no JSON form; send it as binary data (binary_data_size)")
+    depth = _nesting_depth(memoryview(raw))
+    if depth == 0:
+        raise BadRequest(f"input '{name}': data must be a JSON array")
+    if depth > 1 and depth != len(shape):
+        raise BadRequest(f"input '{name}': data is nested {depth} deep, but shape {shape_text(shape)} has {len(shape)} dimensions")
+    try:
+        decoded = _data_decoder(datatype, depth).decode(raw)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"input '{name}': invalid {datatype} data: {exc}".replace("`$", "`$.data")) from None
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"input '{name}': malformed data: {exc}") from None
+    items = decoded if depth == 1 else _flatten(decoded, shape, name)
+    count = math.prod(shape)
+    if len(items) != count:
+        raise BadRequest(f"input '{name}': data has {len(items)} elements, shape {shape_text(shape)} needs {count}")
+    if datatype == "BYTES":
+        array = np.empty(count, dtype=object)
+        array[:] = [item.encode() for item in items]
+    else:
+        array = np.array(items, dtype=numpy_dtype(datatype).newbyteorder("="))
+    return array.reshape(shape)
+
+
+def binary_size(datatype: str, shape: list[int]) -> int | None:
+    """The exact byte size of a fixed-size tensor; None for BYTES, whose size is its own."""
+    size = element_size(datatype)
+    return size * math.prod(shape) if size else None
+
+
+def array_from_binary(name: str, datatype: str, shape: list[int], buffer: np.ndarray) -> np.ndarray:
+    """View received bytes (a uint8 array) as the tensor, without copying fixed-size data."""
+    if datatype == "BYTES":
+        return _bytes_from_binary(name, shape, memoryview(buffer))
+    if datatype == "BOOL" and buffer.size and buffer.max() > 1:
+        raise BadRequest(f"input '{name}': BOOL bytes must be 0 or 1")
+    return buffer.view(numpy_dtype(datatype)).reshape(shape)
+
+
+def _bytes_from_binary(name: str, shape: list[int], data: memoryview) -> np.ndarray:
+    count = math.prod(shape)
+    # Every element costs at least its 4-byte length: a shape claiming more cannot be satisfied.
+    if count * _LENGTH.size > len(data):
+        raise BadRequest(f"input '{name}': {len(data)} bytes cannot hold {count} BYTES elements of shape {shape_text(shape)}")
+    array = np.empty(count, dtype=object)
+    position = 0
+    for index in range(count):
+        if position + _LENGTH.size > len(data):
+            raise BadRequest(f"input '{name}': binary data ends inside the length of element {index}")
+        (length,) = _LENGTH.unpack_from(data, position)
+        position += _LENGTH.size
+        if position + length > len(data):
+            raise BadRequest(f"input '{name}': element {index} claims {length} bytes, only {len(data) - position} remain")
+        array[index] = bytes(data[position : position + length])
+        position += length
+    if position != len(data):
+        raise BadRequest(f"input '{name}': {len(data) - position} bytes remain after the {count} BYTES elements")
+    return array.reshape(shape)
+
+
+def output_array(name: str, value: Any, datatype: str | None) -> tuple[np.ndarray, str]:
+    """Normalize a model's output to an array and its datatype, casting to the declared datatype if any.
+
+    Raises TypeError or ValueError with a message for the model author when that is impossible.
+    """
+    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    actual = datatype_of(array.dtype)
+    if datatype is None:
+        if actual is None:
+            raise TypeError(f"output '{name}' has dtype {array.dtype}, which no protocol datatype carries")
+        datatype = actual
+    if datatype == "BYTES":
+        return _as_bytes_array(name, array), datatype
+    target = numpy_dtype(datatype).newbyteorder("=")
+    if array.dtype != target:
+        if actual is None or actual == "BYTES" or not np.can_cast(array.dtype, target, casting="same_kind"):
+            raise TypeError(f"output '{name}' has dtype {array.dtype}, which does not cast to {datatype}")
+        array = array.astype(target)
+    return array, datatype
+
+
+def _as_bytes_array(name: str, array: np.ndarray) -> np.ndarray:
+    flat = array.ravel()
+    result = np.empty(flat.size, dtype=object)
+    for index, item in enumerate(flat.tolist()):
+        if isinstance(item, str):
+            item = item.encode()
+        elif not isinstance(item, bytes):
+            raise TypeError(f"output '{name}' is BYTES but element {index} is {type(item).__name__}, not bytes or str")
+        result[index] = item
+    return result.reshape(array.shape)
+
+
+def json_data(name: str, array: np.ndarray, datatype: str) -> list[Any]:
+    """The flat JSON ``data`` list of an output; raises BadRequest when JSON cannot carry it."""
+    if datatype == "BYTES":
+        try:
+            return [item.decode() for item in array.ravel().tolist()]
+        except UnicodeDecodeError:
+            raise BadRequest(
+                f"output '{name}' holds BYTES that are not UTF-8, which JSON cannot carry; request it as binary data"
+            ) from None
+    if datatype == "BF16":
+        raise BadRequest(f"output '{name}' is BF16, which has no JSON form; request it as binary data")
+    if array.dtype.kind == "f":
+        if not np.isfinite(array).all():
+            raise BadRequest(
+                f"output '{name}' holds NaN or infinity, which JSON cannot carry; request it as binary data"
+            )
+        if array.dtype.itemsize < 8:
+            return shortest_doubles(array).tolist()  # type: ignore[no-any-return]
+    return array.ravel().tolist()  # type: ignore[no-any-return]
+
+
+def binary_chunks(array: np.ndarray, datatype: str) -> tuple[int, list[bytes | memoryview]]:
+    """The binary form of a tensor as (size, pieces); fixed-size tensors are not copied."""
+    if datatype == "BYTES":
+        pieces: list[bytes | memoryview] = []
+        size = 0
+        for item in array.ravel().tolist():
+            pieces.append(_LENGTH.pack(len(item)))
+            pieces.append(item)
+            size += _LENGTH.size + len(item)
+        return size, [b"".join(pieces)]
+    wire = np.ascontiguousarray(array, dtype=numpy_dtype(datatype))
+    return wire.nbytes, [memoryview(wire.reshape(-1).view(np.uint8))]
+
+
+def iter_slices(view: bytes | memoryview, size: int) -> Iterator[bytes | memoryview]:
+    for start in range(0, len(view), size):
+        yield view[start : start + size]
