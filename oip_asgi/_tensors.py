@@ -39,7 +39,7 @@ _ELEMENT: dict[str, Any] = {
     "UINT8": Annotated[int, _int_bound(np.uint8)],
     "UINT16": Annotated[int, _int_bound(np.uint16)],
     "UINT32": Annotated[int, _int_bound(np.uint32)],
-    "UINT64": Annotated[int, _int_bound(np.uint64)],
+    "UINT64": Annotated[int, msgspec.Meta(ge=0)],  # msgspec bounds stop at int64; numpy checks the top
     "INT8": Annotated[int, _int_bound(np.int8)],
     "INT16": Annotated[int, _int_bound(np.int16)],
     "INT32": Annotated[int, _int_bound(np.int32)],
@@ -113,7 +113,10 @@ def array_from_json(name: str, datatype: str, shape: list[int], raw: msgspec.Raw
         array = np.empty(count, dtype=object)
         array[:] = [item.encode() for item in items]
     else:
-        array = np.array(items, dtype=numpy_dtype(datatype).newbyteorder("="))
+        try:
+            array = np.array(items, dtype=numpy_dtype(datatype).newbyteorder("="))
+        except OverflowError:
+            raise BadRequest(f"input '{name}': a value is out of range for {datatype}") from None
     return array.reshape(shape)
 
 

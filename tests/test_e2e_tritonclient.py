@@ -1,0 +1,124 @@
+"""The README's example server in a real uvicorn process, driven by NVIDIA's tritonclient."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+
+httpclient = pytest.importorskip("tritonclient.http")
+from tritonclient.utils import InferenceServerException  # noqa: E402
+
+NUMERIC = {
+    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
+    "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64,
+    "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def triton(example_server: str) -> httpclient.InferenceServerClient:
+    return httpclient.InferenceServerClient(example_server)
+
+
+def test_health_and_metadata(triton: httpclient.InferenceServerClient) -> None:
+    assert triton.is_server_live() and triton.is_server_ready()
+    assert triton.is_model_ready("simple") and triton.is_model_ready("simple", "1")
+    assert not triton.is_model_ready("missing")
+    server = triton.get_server_metadata()
+    assert {"binary_tensor_data", "classification"} <= set(server["extensions"])
+    metadata = triton.get_model_metadata("simple")
+    assert metadata["inputs"][0] == {"name": "INPUT0", "datatype": "INT32", "shape": [-1, 16]}
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+def test_simple_add_sub(triton: httpclient.InferenceServerClient, binary: bool) -> None:
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.ones((1, 16), dtype=np.int32)
+    inputs = [httpclient.InferInput("INPUT0", [1, 16], "INT32"), httpclient.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs[0].set_data_from_numpy(a, binary_data=binary)
+    inputs[1].set_data_from_numpy(b, binary_data=binary)
+    outputs = [httpclient.InferRequestedOutput(name, binary_data=binary) for name in ("OUTPUT0", "OUTPUT1")]
+    result = triton.infer("simple", inputs, outputs=outputs, request_id="7")
+    assert result.get_response()["id"] == "7"
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+
+
+@pytest.mark.parametrize("datatype", [*NUMERIC, "BYTES"], ids=str)
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+def test_identity_every_datatype(triton: httpclient.InferenceServerClient, datatype: str, binary: bool) -> None:
+    if datatype == "BYTES":
+        data = np.array(["ascii", "ünïcode", ""], dtype=np.object_)
+    elif datatype == "BOOL":
+        data = np.array([True, False, True])
+    else:
+        data = (np.arange(6) * 1.5 if datatype.startswith("FP") else np.arange(6)).astype(NUMERIC[datatype])
+    tensor = httpclient.InferInput("INPUT0", [len(data)], datatype)
+    tensor.set_data_from_numpy(data, binary_data=binary)
+    output = httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary)
+    result = triton.infer(f"identity_{datatype.lower()}", [tensor], outputs=[output]).as_numpy("OUTPUT0")
+    if datatype == "BYTES":
+        assert [item if isinstance(item, bytes) else item.encode() for item in result] == [s.encode() for s in data]
+    else:
+        np.testing.assert_array_equal(result, data)
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+def test_classification_with_labels(triton: httpclient.InferenceServerClient, binary: bool) -> None:
+    features = np.array([[1, 0, 0, 0], [0, 0, 0, 1]], dtype=np.float32)
+    tensor = httpclient.InferInput("FEATURES", [2, 4], "FP32")
+    tensor.set_data_from_numpy(features, binary_data=binary)
+    output = httpclient.InferRequestedOutput("SCORES", binary_data=binary, class_count=2)
+    result = triton.infer("animals", [tensor], outputs=[output]).as_numpy("SCORES")
+    assert result.shape == (2, 2)
+    assert [item.decode() if isinstance(item, bytes) else item for item in result.ravel()] == [
+        "2.0:0:cat", "0.5:2:bird", "3.0:2:bird", "0.2:1:dog",
+    ]  # fmt: skip
+
+
+def test_text_model_and_compression(triton: httpclient.InferenceServerClient) -> None:
+    tensor = httpclient.InferInput("TEXT", [2], "BYTES")
+    tensor.set_data_from_numpy(np.array([b"hello", "grüße".encode()], dtype=np.object_))
+    result = triton.infer(
+        "text", [tensor], request_compression_algorithm="gzip", response_compression_algorithm="deflate"
+    )
+    assert result.as_numpy("UPPER").tolist() == [b"HELLO", "grüße".encode().upper()]
+    assert result.as_numpy("LENGTH").tolist() == [5, 7]
+
+
+def test_errors_reach_the_client(triton: httpclient.InferenceServerClient) -> None:
+    tensor = httpclient.InferInput("INPUT0", [1, 15], "INT32")
+    tensor.set_data_from_numpy(np.zeros((1, 15), np.int32))
+    with pytest.raises(InferenceServerException, match=r"shape \[1, 15\], model 'simple' expects \[-1, 16\]"):
+        triton.infer("simple", [tensor])
+    with pytest.raises(InferenceServerException, match="unknown model 'nope'"):
+        triton.infer("nope", [tensor])
+    assert triton.is_server_live()
+
+
+def test_raw_binary_request_against_the_real_server(example_server: str) -> None:
+    values = np.arange(5, dtype=np.float32)
+    response = httpx.post(
+        f"http://{example_server}/v2/models/identity_fp32/infer",
+        content=values.tobytes(),
+        headers={"Inference-Header-Content-Length": "0"},
+    )
+    assert response.status_code == 200
+    length = int(response.headers["inference-header-content-length"])
+    assert response.headers["content-type"] == "application/octet-stream"
+    assert np.frombuffer(response.content[length:], np.float32).tolist() == values.tolist()
+
+
+def test_fp16_binary(triton: httpclient.InferenceServerClient) -> None:
+    data = np.array([0.5, 1.25, -3.0], dtype=np.float16)
+    tensor = httpclient.InferInput("INPUT0", [3], "FP16")
+    tensor.set_data_from_numpy(data, binary_data=True)
+    result = triton.infer("identity_fp16", [tensor])
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), data)
+
+
+def test_exact_prefix_and_host_route(example_server: str) -> None:
+    response = httpx.get(f"http://{example_server}/v2", follow_redirects=False)
+    assert response.status_code == 200 and response.json()["name"] == "oip-asgi"
+    assert httpx.get(f"http://{example_server}/").json()["message"].startswith("the Open Inference Protocol")

@@ -1,0 +1,405 @@
+"""Inference over every datatype and encoding, both extensions, compression and limits (in-process)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+from starlette.applications import Starlette
+
+from oip_asgi import Model, TensorSpec, mount
+
+from ._client import as_array, binary_outputs, binary_request, bytes_tensor, client, outputs_by_name, split_response
+
+pytestmark = pytest.mark.anyio
+
+NUMERIC = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def identity_app(**options: Any) -> Any:
+    models: dict[str, Any] = {"echo": lambda **inputs: inputs}
+    for datatype in [*NUMERIC, "BYTES", "BF16"]:
+        models[datatype.lower()] = Model(
+            lambda INPUT0: INPUT0, inputs=[TensorSpec("INPUT0", datatype, [-1])], outputs=[TensorSpec("OUTPUT0", datatype, [-1])]
+        )
+    models["scores"] = Model(
+        lambda INPUT0: INPUT0,
+        inputs=[TensorSpec("INPUT0", "FP32", [-1, -1])],
+        outputs=[TensorSpec("OUTPUT0", "FP32", [-1, -1])],
+        labels=["zero", "one", "two", "three"],
+    )
+    return mounted(models, **options)
+
+
+def mounted(models: dict[str, Any], **options: Any) -> Starlette:
+    host = Starlette()
+    mount(host, models, path="/v2", **options)
+    return host
+
+
+def sample(datatype: str) -> np.ndarray:
+    if datatype == "BOOL":
+        return np.array([True, False, True])
+    if datatype == "BYTES":
+        return np.array([b"hello", b"", "wörld".encode()], dtype=object)
+    dtype = np.dtype(datatype.replace("FP", "float").replace("UINT", "uint").replace("INT", "int").lower())
+    if dtype.kind == "f":
+        return np.array([0.1, -3.3, 1e3], dtype=dtype)
+    info = np.iinfo(dtype)
+    return np.array([info.min, 0, info.max], dtype=dtype)
+
+
+def json_values(array: np.ndarray) -> list[Any]:
+    if array.dtype == object:
+        return [item.decode() for item in array]
+    return array.tolist()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("datatype", [*NUMERIC, "BYTES"], ids=str)
+@pytest.mark.parametrize("binary_in", [False, True], ids=["json-in", "binary-in"])
+@pytest.mark.parametrize("binary_out", [False, True], ids=["json-out", "binary-out"])
+async def test_every_datatype_round_trips(datatype: str, binary_in: bool, binary_out: bool) -> None:
+    array = sample(datatype)
+    tensor: dict[str, Any] = {"name": "INPUT0", "shape": [3], "datatype": datatype}
+    request: dict[str, Any] = {"inputs": [tensor], "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": binary_out}}]}
+    async with client(identity_app()) as http:
+        if binary_in:
+            raw = bytes_tensor(list(array)) if datatype == "BYTES" else array.astype(array.dtype.newbyteorder("<")).tobytes()
+            tensor["parameters"] = {"binary_data_size": len(raw)}
+            body, headers = binary_request(request, raw)
+            response = await http.post(f"/v2/models/{datatype.lower()}/infer", content=body, headers=headers)
+        else:
+            tensor["data"] = json_values(array)
+            response = await http.post(f"/v2/models/{datatype.lower()}/infer", json=request)
+    assert response.status_code == 200, response.text
+    header, payload = split_response(response)
+    output = header["outputs"][0]
+    assert (output["datatype"], output["shape"]) == (datatype, [3])
+    assert response.headers["content-type"] == ("application/octet-stream" if binary_out else "application/json")
+    result = as_array(output, binary_outputs(header, payload)["OUTPUT0"] if binary_out else None)
+    assert result.tolist() == array.tolist()
+
+
+async def test_float32_prints_as_float32_and_nested_data_is_accepted() -> None:
+    async with client(identity_app()) as http:
+        body = {"inputs": [{"name": "INPUT0", "shape": [2, 2], "datatype": "FP32", "data": [[0.1, 3.3], [1, 2.5]]}]}
+        response = await http.post("/v2/models/echo/infer", json=body)
+    assert response.status_code == 200
+    assert b'"data":[0.1,3.3,1.0,2.5]' in response.content
+
+
+@pytest.mark.parametrize(
+    ("datatype", "data", "message"),
+    [
+        ("INT32", ["1", 2], "Expected `int`, got `str` - at `$.data[0]`"),
+        ("INT8", [1, 300], "Expected `int` <= 127 - at `$.data[1]`"),
+        ("UINT8", [-1, 0], "Expected `int` >= 0 - at `$.data[0]`"),
+        ("INT32", [1.5, 2], "Expected `int`, got `float`"),
+        ("INT32", [True, 2], "Expected `int`, got `bool`"),
+        ("BOOL", [1, 0], "Expected `bool`, got `int`"),
+        ("FP32", [1e39, 0], "<= 3.4028234663852886e+38"),
+        ("FP32", ["NaN", 0], "Expected `float`, got `str`"),
+        ("BYTES", [1, 2], "Expected `str`, got `int`"),
+        ("FP32", [1.0], "data has 1 elements, shape [2] needs 2"),
+        ("FP32", [[1.0], [2.0]], "nested 2 deep, but shape [2] has 1 dimensions"),
+        ("FP32", 5, "data must be a JSON array"),
+    ],
+)
+async def test_wrong_json_elements_are_400_naming_the_tensor(datatype: str, data: Any, message: str) -> None:
+    async with client(identity_app()) as http:
+        body = {"inputs": [{"name": "t", "shape": [2], "datatype": datatype, "data": data}]}
+        response = await http.post("/v2/models/echo/infer", json=body)
+    assert response.status_code == 400
+    assert "input 't'" in response.json()["error"] and message in response.json()["error"]
+
+
+async def test_ragged_nested_data_is_400() -> None:
+    async with client(identity_app()) as http:
+        body = {"inputs": [{"name": "t", "shape": [2, 2], "datatype": "INT32", "data": [[1, 2], [3]]}]}
+        response = await http.post("/v2/models/echo/infer", json=body)
+    assert response.status_code == 400 and "row of 1 at dimension 1" in response.json()["error"]
+
+
+async def test_outputs_json_cannot_carry_are_clear_errors_and_binary_works() -> None:
+    models = {
+        "nan": Model(lambda x: np.array([np.nan], np.float32), outputs=[TensorSpec("y", "FP32", [1])]),
+        "latin1": Model(lambda x: np.array([b"\xff"], dtype=object), outputs=[TensorSpec("y", "BYTES", [1])]),
+    }
+    body = {"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": [1]}]}
+    async with client(mounted(models)) as http:
+        for name, message in (("nan", "NaN or infinity"), ("latin1", "not UTF-8")):
+            response = await http.post(f"/v2/models/{name}/infer", json=body)
+            assert response.status_code == 400 and message in response.json()["error"]
+            response = await http.post(f"/v2/models/{name}/infer", json={**body, "parameters": {"binary_data_output": True}})
+            assert response.status_code == 200
+
+
+async def test_binary_data_output_with_per_output_override() -> None:
+    model = Model(lambda x: {"a": x, "b": x * 2}, outputs=[TensorSpec("a", "INT32", [-1]), TensorSpec("b", "INT32", [-1])])
+    body = {
+        "inputs": [{"name": "x", "shape": [2], "datatype": "INT32", "data": [1, 2]}],
+        "outputs": [{"name": "a", "parameters": {"binary_data": False}}, {"name": "b"}],
+        "parameters": {"binary_data_output": True},
+    }
+    async with client(mounted({"m": model})) as http:
+        response = await http.post("/v2/models/m/infer", json=body)
+    header, payload = split_response(response)
+    outputs = outputs_by_name(header)
+    assert outputs["a"]["data"] == [1, 2]
+    assert outputs["b"]["parameters"] == {"binary_data_size": 8}
+    assert np.frombuffer(payload, "<i4").tolist() == [2, 4]
+    assert int(response.headers["content-length"]) == int(response.headers["inference-header-content-length"]) + 8
+
+
+async def test_mixed_binary_and_json_inputs_keep_their_order() -> None:
+    async with client(identity_app()) as http:
+        request = {
+            "inputs": [
+                {"name": "a", "shape": [2, 2], "datatype": "FP16", "parameters": {"binary_data_size": 8}},
+                {"name": "b", "shape": [2, 2], "datatype": "UINT32", "data": [[1, 2], [3, 4]]},
+                {"name": "c", "shape": [3], "datatype": "BOOL", "parameters": {"binary_data_size": 3}},
+            ],
+            "outputs": [{"name": "a", "parameters": {"binary_data": True}}, {"name": "b"}, {"name": "c"}],
+        }
+        fp16 = np.array([[1.5, 2.25], [3.0, 4.0]], np.float16)
+        body, headers = binary_request(request, fp16.tobytes(), bytes([1, 0, 1]))
+        response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
+    header, payload = split_response(response)
+    assert [output["name"] for output in header["outputs"]] == ["a", "b", "c"]
+    assert np.frombuffer(payload, np.float16).reshape(2, 2).tolist() == fp16.tolist()
+    assert header["outputs"][1]["data"] == [1, 2, 3, 4]
+    assert header["outputs"][2]["data"] == [True, False, True]
+
+
+async def test_bf16_binary_only() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = np.array([1.5, -2.0, 0.25], dtype=ml_dtypes.bfloat16)
+    async with client(identity_app()) as http:
+        request = {"inputs": [{"name": "INPUT0", "shape": [3], "datatype": "BF16", "parameters": {"binary_data_size": 6}}]}
+        body, headers = binary_request({**request, "parameters": {"binary_data_output": True}}, values.tobytes())
+        response = await http.post("/v2/models/bf16/infer", content=body, headers=headers)
+        header, payload = split_response(response)
+        assert header["outputs"][0]["datatype"] == "BF16"
+        assert np.frombuffer(payload, ml_dtypes.bfloat16).tolist() == values.tolist()
+        json_request = {"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "BF16", "data": [1.0]}]}
+        response = await http.post("/v2/models/bf16/infer", json=json_request)
+        assert response.status_code == 400 and "BF16 has no JSON form" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("scores", "k", "expected"),
+    [
+        ([1.1, 3.3, 0.5, 2.4], 2, ["3.3:1:one", "2.4:3:three"]),
+        ([[1, 5, 10, 4], [2, 2, 2, 2]], 2, ["10.0:2:two", "5.0:1:one", "2.0:0:zero", "2.0:1:one"]),
+        ([0.5, 0.5, 0.25, 0.5], 9, ["0.5:0:zero", "0.5:1:one", "0.5:3:three", "0.25:2:two"]),
+    ],
+    ids=["spec-example", "batched-ties", "count-above-classes"],
+)
+async def test_classification(scores: list[Any], k: int, expected: list[str]) -> None:
+    array = np.array(scores, dtype=np.float32)
+    body = {
+        "inputs": [{"name": "INPUT0", "shape": list(array.shape), "datatype": "FP32", "data": array.ravel().tolist()}],
+        "outputs": [{"name": "INPUT0", "parameters": {"classification": k}}],
+    }
+    async with client(identity_app()) as http:
+        response = await http.post("/v2/models/echo/infer", json=body)
+        # Labels come from the model: the labelled model gives the same ranks with names.
+        labelled = {**body, "inputs": [{**body["inputs"][0], "shape": [-1 if False else d for d in array.reshape(-1, array.shape[-1]).shape]}]}
+        labelled["outputs"] = [{"name": "OUTPUT0", "parameters": {"classification": k, "binary_data": True}}]
+        binary = await http.post("/v2/models/scores/infer", json=labelled)
+    output = response.json()["outputs"][0]
+    kept = min(k, array.shape[-1])
+    assert output["datatype"] == "BYTES" and output["shape"] == [*array.shape[:-1], kept]
+    assert output["data"] == [":".join(text.split(":")[:2]) for text in expected]
+    header, payload = split_response(binary)
+    assert as_array(header["outputs"][0], payload).ravel().tolist() == [text.encode() for text in expected]
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"classification": 0}, "Expected `int` >= 1"),
+        ({"classification": -2}, "Expected `int` >= 1"),
+        ({"classification": 1.5}, "got `float` - at `$.outputs[0].parameters.classification`"),
+        ({"classification": "3"}, "got `str` - at `$.outputs[0].parameters.classification`"),
+        ({"binary_data": "yes"}, "got `str` - at `$.outputs[0].parameters.binary_data`"),
+    ],
+)
+async def test_bad_output_parameters(parameters: dict[str, Any], message: str) -> None:
+    body = {
+        "inputs": [{"name": "INPUT0", "shape": [2], "datatype": "FP32", "data": [1, 2]}],
+        "outputs": [{"name": "OUTPUT0", "parameters": parameters}],
+    }
+    async with client(identity_app()) as http:
+        response = await http.post("/v2/models/fp32/infer", json=body)
+    assert response.status_code == 400 and message in response.json()["error"]
+
+
+@pytest.mark.parametrize("datatype", ["BOOL", "BYTES"])
+async def test_classification_of_bool_or_bytes_is_400(datatype: str) -> None:
+    data = [True, False] if datatype == "BOOL" else ["a", "b"]
+    body = {
+        "inputs": [{"name": "INPUT0", "shape": [2], "datatype": datatype, "data": data}],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"classification": 1}}],
+    }
+    async with client(identity_app()) as http:
+        declared = await http.post(f"/v2/models/{datatype.lower()}/infer", json=body)
+        body["outputs"] = [{"name": "INPUT0", "parameters": {"classification": 1}}]
+        undeclared = await http.post("/v2/models/echo/infer", json=body)
+    for response in (declared, undeclared):
+        assert response.status_code == 400 and "classification needs a numeric output" in response.json()["error"]
+
+
+async def test_raw_binary_request() -> None:
+    values = np.arange(16, dtype=np.int32)
+    models = {
+        "m": Model(lambda x: {"y": x + 1, "z": x * 2}, inputs=[TensorSpec("x", "INT32", [-1, 8])]),
+        "text": Model(lambda s: s, inputs=[TensorSpec("s", "BYTES", [1])], outputs=[TensorSpec("t", "BYTES", [1])]),
+        "two": Model(lambda a, b: a, inputs=[TensorSpec("a", "INT32", [1]), TensorSpec("b", "INT32", [1])]),
+    }
+    headers = {"inference-header-content-length": "0"}
+    async with client(mounted(models)) as http:
+        response = await http.post("/v2/models/m/infer", content=values.tobytes(), headers=headers)
+        header, payload = split_response(response)
+        assert [output["shape"] for output in header["outputs"]] == [[2, 8], [2, 8]]
+        parts = binary_outputs(header, payload)
+        assert np.frombuffer(parts["y"], "<i4").tolist() == (values + 1).tolist()
+        response = await http.post("/v2/models/text/infer", content=b"\x00raw bytes", headers=headers)
+        header, payload = split_response(response)
+        assert as_array(header["outputs"][0], payload).tolist() == [b"\x00raw bytes"]
+        response = await http.post("/v2/models/two/infer", content=b"\x00" * 4, headers=headers)
+        assert response.status_code == 400 and "needs a model with one input" in response.json()["error"]
+        response = await http.post("/v2/models/m/infer", content=b"\x00" * 6, headers=headers)
+        assert response.status_code == 400 and "not a whole number of INT32" in response.json()["error"]
+        response = await http.post("/v2/models/m/infer", content=b"\x00" * 12, headers=headers)
+        assert response.status_code == 400 and "does not fit shape [-1, 8]" in response.json()["error"]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_compressed_requests_and_responses(encoding: str) -> None:
+    values = np.arange(1000, dtype=np.float32)
+    request = {
+        "inputs": [{"name": "INPUT0", "shape": [1000], "datatype": "FP32", "parameters": {"binary_data_size": 4000}}],
+        "parameters": {"binary_data_output": True},
+    }
+    body, headers = binary_request(request, values.tobytes())
+    compressed = gzip.compress(body) if encoding == "gzip" else zlib.compress(body)
+    headers |= {"content-encoding": encoding, "accept-encoding": encoding}
+    async with client(identity_app()) as http:
+        response = await http.post("/v2/models/fp32/infer", content=compressed, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-encoding"] == encoding
+    header, payload = split_response(response)  # httpx has already decompressed the body
+    assert np.frombuffer(payload, np.float32).tolist() == values.tolist()
+
+
+async def test_a_small_compression_bomb_is_413_without_inflating_it() -> None:
+    bomb = gzip.compress(b"[" + b" " * (64 * 2**20) + b"]")
+    assert len(bomb) < 100_000
+    async with client(identity_app(max_body_size=2**20)) as http:
+        response = await http.post("/v2/models/echo/infer", content=bomb, headers={"content-encoding": "gzip"})
+        assert response.status_code == 413 and "limit of 1048576 bytes" in response.json()["error"]
+        response = await http.post("/v2/models/echo/infer", content=b"x", headers={"content-encoding": "br"})
+        assert response.status_code == 415
+        response = await http.post("/v2/models/echo/infer", content=b"not gzip", headers={"content-encoding": "gzip"})
+        assert response.status_code == 400 and "not valid compressed data" in response.json()["error"]
+
+
+async def test_claimed_huge_shapes_and_lengths_allocate_nothing() -> None:
+    async with client(identity_app(max_body_size=2**20)) as http:
+        header = {"inputs": [{"name": "x", "shape": [2**40], "datatype": "FP32", "parameters": {"binary_data_size": 2**42}}]}
+        body, headers = binary_request(header, b"\x00" * 16)
+        response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
+        assert response.status_code == 413 and "over the limit" in response.json()["error"]
+        header["inputs"][0]["parameters"] = {"binary_data_size": 16}
+        body, headers = binary_request(header, b"\x00" * 16)
+        response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
+        assert response.status_code == 400 and "takes 4398046511104 bytes" in response.json()["error"]
+        header = {"inputs": [{"name": "x", "shape": [2**40], "datatype": "BYTES", "parameters": {"binary_data_size": 16}}]}
+        body, headers = binary_request(header, b"\x00" * 16)
+        response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
+        assert response.status_code == 400 and "cannot hold 1099511627776 BYTES elements" in response.json()["error"]
+        response = await http.post("/v2/models/echo/infer", content=b"{}", headers={"content-length": str(2**50)})
+        assert response.status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("header_length", "extra", "message"),
+    [
+        ("abc", b"", "Inference-Header-Content-Length must be a non-negative integer"),
+        ("-5", b"", "Inference-Header-Content-Length must be a non-negative integer"),
+        ("9999", b"", "exceeds the body's Content-Length"),
+        (None, b"\x00", "Content-Length is"),
+    ],
+)
+async def test_header_length_lies(header_length: str | None, extra: bytes, message: str) -> None:
+    request = {"inputs": [{"name": "x", "shape": [2], "datatype": "INT8", "parameters": {"binary_data_size": 2}}]}
+    body, headers = binary_request(request, b"\x01\x02" + extra)
+    if header_length is not None:
+        headers["inference-header-content-length"] = header_length
+    async with client(identity_app()) as http:
+        response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
+    assert response.status_code == 400 and message in response.json()["error"]
+
+
+async def test_chunked_body_without_content_length_streams_and_checks_its_end() -> None:
+    request = {"inputs": [{"name": "x", "shape": [4], "datatype": "INT8", "parameters": {"binary_data_size": 4}}]}
+    body, headers = binary_request(request, b"\x01\x02\x03\x04")
+
+    async def chunks(data: bytes) -> Any:
+        for start in range(0, len(data), 7):
+            yield data[start : start + 7]
+
+    async with client(identity_app()) as http:
+        response = await http.post("/v2/models/echo/infer", content=chunks(body), headers=headers)
+        assert response.status_code == 200 and response.json()["outputs"][0]["data"] == [1, 2, 3, 4]
+        response = await http.post("/v2/models/echo/infer", content=chunks(body + b"\x05"), headers=headers)
+        assert response.status_code == 400 and "longer than the" in response.json()["error"]
+        response = await http.post("/v2/models/echo/infer", content=chunks(body[:-1]), headers=headers)
+        assert response.status_code == 400 and "1 bytes short, in the middle of input 'x'" in response.json()["error"]
+
+
+async def test_bad_binary_tensors() -> None:
+    async with client(identity_app()) as http:
+        request = {"inputs": [{"name": "b", "shape": [2], "datatype": "BYTES", "parameters": {"binary_data_size": 9}}]}
+        body, headers = binary_request(request, (5).to_bytes(4, "little") + b"abcde")
+        response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
+        assert response.status_code == 400 and "ends inside the length of element 1" in response.json()["error"]
+        body, headers = binary_request(request, (50).to_bytes(4, "little") + b"abcde")
+        response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
+        assert response.status_code == 400 and "element 0 claims 50 bytes" in response.json()["error"]
+        request = {"inputs": [{"name": "t", "shape": [2], "datatype": "BOOL", "parameters": {"binary_data_size": 2}}]}
+        body, headers = binary_request(request, b"\x01\x07")
+        response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
+        assert response.status_code == 400 and "BOOL bytes must be 0 or 1" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{", "malformed inference request JSON"),
+        (b"[1, 2]", "Expected `object`, got `array`"),
+        (b'{"inputs": [{"name": "x", "shape": [-1], "datatype": "INT8", "data": [1]}]}', "`$.inputs[0].shape[0]`"),
+        (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "INT9", "data": [1]}]}', "`$.inputs[0].datatype`"),
+        (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "INT8"}]}', "neither data nor binary_data_size"),
+        (b'{"inputs": [], "parameters": {"p": ' + b"[" * 5000 + b"]" * 5000 + b"}}", "nested too deeply"),
+        (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "UINT64", "data": [18446744073709551616]}]}', "out of range"),
+        (json.dumps({"inputs": [], "parameters": {"binary_data_output": 1}}).encode(), "binary_data_output must be a boolean"),
+    ],
+    ids=["truncated", "not-object", "negative-dim", "unknown-datatype", "no-data", "deep", "uint64-range", "bad-binary-output"],
+)
+async def test_malformed_requests(body: bytes, message: str) -> None:
+    async with client(identity_app()) as http:
+        response = await http.post("/v2/models/echo/infer", content=body)
+        assert response.status_code == 400 and message in response.json()["error"]
+        assert (await http.get("/v2/health/live")).status_code == 200
