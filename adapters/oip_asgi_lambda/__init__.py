@@ -1,0 +1,7 @@
+"""Serve models over the Open Inference Protocol from AWS Lambda (``pip install oip-asgi[lambda]``)."""
+
+from __future__ import annotations
+
+from ._handler import MAX_BODY_SIZE, OIPHandler, handler
+
+__all__ = ["MAX_BODY_SIZE", "OIPHandler", "handler"]
