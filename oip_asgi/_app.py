@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
 
 import anyio
+from starlette.types import Message, Receive, Scope, Send
 
 from ._body import BodyReader
 from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, ModelNotReady, NotFound, OIPError
@@ -23,9 +23,6 @@ DEFAULT_MAX_JSON_SIZE = 32 * 2**20
 
 _MODEL_PATH = re.compile(r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?(?P<action>/ready|/infer)?/?")
 
-Scope = dict[str, Any]
-Receive = Any
-Send = Any
 
 
 def route_path(scope: Scope) -> str:
@@ -86,7 +83,7 @@ class OIPApp:
             return  # websockets are not part of the protocol; refusing the handshake closes them
         started = False
 
-        async def tracking_send(message: dict[str, Any]) -> None:
+        async def tracking_send(message: Message) -> None:
             nonlocal started
             started = True
             await send(message)
@@ -170,7 +167,9 @@ class OIPApp:
         inputs = await read_inputs(reader, header_length, name, model, max_header_size=self.max_json_size)
         result = await model(name, inputs.arrays, inputs.parameters)
         response = build_response(name, model, inputs, result)
-        await send_inference(send, response.header, response.binary, choose_encoding(_header(scope, b"accept-encoding")))
+        await send_inference(
+            send, response.header, response.binary, choose_encoding(_header(scope, b"accept-encoding"))
+        )
 
 
 def _allow(method: str, allowed: str) -> None:

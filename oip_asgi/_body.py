@@ -21,7 +21,9 @@ _WBITS = {"gzip": 32 + zlib.MAX_WBITS, "x-gzip": 32 + zlib.MAX_WBITS, "deflate":
 
 
 class BodyReader:
-    def __init__(self, receive: Receive, *, limit: int, content_length: int | None, content_encoding: str | None) -> None:
+    def __init__(
+        self, receive: Receive, *, limit: int, content_length: int | None, content_encoding: str | None
+    ) -> None:
         self._receive = receive
         self._limit = limit
         self._chunk = memoryview(b"")
@@ -122,7 +124,9 @@ class BodyReader:
     async def read_rest(self) -> bytes | bytearray | memoryview:
         """Everything left, for bodies whose length only their end tells (JSON, raw binary)."""
         if self.content_length is not None:
-            return await self.read(self.content_length - self._received + (len(self._chunk) - self._position), "the body")
+            return await self.read(
+                self.content_length - self._received + (len(self._chunk) - self._position), "the body"
+            )
         parts: list[bytes | memoryview] = [self._chunk[self._position :]]
         while await self._next_chunk():
             parts.append(self._chunk)
@@ -132,7 +136,9 @@ class BodyReader:
     async def expect_end(self, declared: int) -> None:
         """Fail if the body goes on past the `declared` bytes its headers account for."""
         if self._position < len(self._chunk) or await self._next_chunk():
-            raise BadRequest(f"request body is longer than the {declared} bytes its header and binary_data_size declare")
+            raise BadRequest(
+                f"request body is longer than the {declared} bytes its header and binary_data_size declare"
+            )
 
 
 class _DeflateInflater:

@@ -54,7 +54,7 @@ def classify(name: str, scores: np.ndarray, datatype: str, k: int, labels: Seque
     texts = _value_texts(values)
     flat_indices = indices.ravel().tolist()
     result = np.empty(len(texts), dtype=object)
-    for position, (text, index) in enumerate(zip(texts, flat_indices)):
+    for position, (text, index) in enumerate(zip(texts, flat_indices, strict=True)):
         if labels is not None and index < len(labels):
             result[position] = f"{text}:{index}:{labels[index]}".encode()
         else:

@@ -39,7 +39,8 @@ def _bfloat16() -> np.dtype | None:
         import ml_dtypes
     except ImportError:
         return None
-    return np.dtype(ml_dtypes.bfloat16)
+    bfloat16: np.dtype = np.dtype(ml_dtypes.bfloat16)
+    return bfloat16
 
 
 def numpy_dtype(datatype: str) -> np.dtype:

@@ -81,9 +81,13 @@ def _check_inputs(name: str, model: Model, inputs: list[RequestInput]) -> None:
     for tensor in inputs:
         spec = specs.get(tensor.name)
         if spec is None:
-            raise BadRequest(f"unexpected input '{tensor.name}'; model '{name}' takes {', '.join(specs) or 'no inputs'}")
+            raise BadRequest(
+                f"unexpected input '{tensor.name}'; model '{name}' takes {', '.join(specs) or 'no inputs'}"
+            )
         if tensor.datatype != spec.datatype:
-            raise BadRequest(f"input '{tensor.name}' has datatype {tensor.datatype}, model '{name}' expects {spec.datatype}")
+            raise BadRequest(
+                f"input '{tensor.name}' has datatype {tensor.datatype}, model '{name}' expects {spec.datatype}"
+            )
         if not spec.accepts_shape(tensor.shape):
             raise BadRequest(
                 f"input '{tensor.name}' has shape {shape_text(tensor.shape)}, "
@@ -94,7 +98,9 @@ def _check_inputs(name: str, model: Model, inputs: list[RequestInput]) -> None:
             raise BadRequest(f"missing input '{spec.name}' for model '{name}'")
 
 
-def _check_outputs(name: str, model: Model, request: InferenceRequest) -> list[tuple[str, OutputParameters | None]] | None:
+def _check_outputs(
+    name: str, model: Model, request: InferenceRequest
+) -> list[tuple[str, OutputParameters | None]] | None:
     if request.outputs is None:
         return None
     requested: list[tuple[str, OutputParameters | None]] = []
@@ -140,15 +146,19 @@ async def read_inputs(
         binary = next((tensor.name for tensor in request.inputs if tensor.binary_data_size is not None), None)
         if binary is not None:
             raise BadRequest(
-                f"input '{binary}' declares binary_data_size, but the request has no Inference-Header-Content-Length header"
+                f"input '{binary}' declares binary_data_size, "
+                "but the request has no Inference-Header-Content-Length header"
             )
         declared = reader.received
     else:
         if header_length > max_header_size:
-            raise PayloadTooLarge(f"Inference-Header-Content-Length {header_length} exceeds the {max_header_size}-byte limit")
+            raise PayloadTooLarge(
+                f"Inference-Header-Content-Length {header_length} exceeds the {max_header_size}-byte limit"
+            )
         if reader.content_length is not None and header_length > reader.content_length:
             raise BadRequest(
-                f"Inference-Header-Content-Length {header_length} exceeds the body's Content-Length {reader.content_length}"
+                f"Inference-Header-Content-Length {header_length} exceeds "
+                f"the body's Content-Length {reader.content_length}"
             )
         request = _decode_header(await reader.read(header_length, "the JSON inference header"))
         declared = header_length
@@ -186,7 +196,7 @@ async def read_inputs(
     # Binary tensors follow the header in input order; each is copied once, into its own array.
     for tensor, size in sizes:
         buffer = np.empty(size, dtype=np.uint8)
-        await reader.readinto(memoryview(buffer), f"input '{tensor.name}'")
+        await reader.readinto(buffer.data, f"input '{tensor.name}'")
         inputs.arrays[tensor.name] = array_from_binary(tensor.name, tensor.datatype, tensor.shape, buffer)
     await reader.expect_end(declared)
     for tensor in request.inputs:
@@ -201,7 +211,10 @@ async def _read_raw_binary(reader: BodyReader, name: str, model: Model) -> Input
     """Inference-Header-Content-Length: 0: the whole body is the single input's tensor bytes."""
     if model.inputs is None or len(model.inputs) != 1:
         count = "no declared inputs" if model.inputs is None else f"{len(model.inputs)} inputs"
-        raise BadRequest(f"a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; '{name}' has {count}")
+        raise BadRequest(
+            "a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; "
+            f"'{name}' has {count}"
+        )
     spec = model.inputs[0]
     if spec.datatype == "BYTES":
         element = np.empty(1, dtype=object)
@@ -209,7 +222,7 @@ async def _read_raw_binary(reader: BodyReader, name: str, model: Model) -> Input
         return Inputs({spec.name: element}, all_binary=True)
     if reader.content_length is not None:
         buffer = np.empty(reader.content_length, dtype=np.uint8)
-        await reader.readinto(memoryview(buffer), f"input '{spec.name}'")
+        await reader.readinto(buffer.data, f"input '{spec.name}'")
         await reader.expect_end(reader.content_length)
     else:
         buffer = np.frombuffer(bytearray(await reader.read_rest()), dtype=np.uint8)
@@ -228,12 +241,16 @@ def _raw_shape(spec: TensorSpec, size: int) -> list[int]:
         dims[0] = 1  # a raw request is a batch of one
         variable = variable[1:]
     if len(variable) > 1:
-        raise BadRequest(f"input '{spec.name}' has shape {shape_text(dims)}: a raw binary request allows one variable dimension")
+        raise BadRequest(
+            f"input '{spec.name}' has shape {shape_text(dims)}: a raw binary request allows one variable dimension"
+        )
     fixed = math.prod(dim for dim in dims if dim != -1)
     if variable and fixed and count % fixed == 0:
         dims[variable[0]] = count // fixed
     elif variable or count != fixed:
-        raise BadRequest(f"raw binary body of {count} {spec.datatype} elements does not fit shape {shape_text(list(spec.shape))}")
+        raise BadRequest(
+            f"raw binary body of {count} {spec.datatype} elements does not fit shape {shape_text(list(spec.shape))}"
+        )
     return dims
 
 
@@ -244,7 +261,10 @@ def _produced_outputs(name: str, model: Model, result: Any) -> Mapping[str, Any]
         return {DEFAULT_OUTPUT: result}
     if len(model.outputs) == 1:
         return {model.outputs[0].name: result}
-    raise ModelError(f"model '{name}' returned a single {type(result).__name__} but declares {len(model.outputs)} outputs; return a mapping")
+    raise ModelError(
+        f"model '{name}' returned a single {type(result).__name__} "
+        f"but declares {len(model.outputs)} outputs; return a mapping"
+    )
 
 
 def build_response(name: str, model: Model, inputs: Inputs, result: Any) -> InferenceResult:
@@ -265,7 +285,9 @@ def build_response(name: str, model: Model, inputs: Inputs, result: Any) -> Infe
     for output, parameters in wanted:
         if output not in produced:
             if model.outputs is None:
-                raise BadRequest(f"model '{name}' did not produce output '{output}' (it produced {', '.join(produced)})")
+                raise BadRequest(
+                    f"model '{name}' did not produce output '{output}' (it produced {', '.join(produced)})"
+                )
             raise ModelError(f"model '{name}' did not return its declared output '{output}'")
         spec = model.output_spec(output)
         try:
@@ -286,8 +308,16 @@ def build_response(name: str, model: Model, inputs: Inputs, result: Any) -> Infe
         if as_binary:
             size, chunks = binary_chunks(array, datatype)
             binary.extend(chunks)
-            outputs.append(ResponseOutput(name=output, datatype=datatype, shape=list(array.shape), parameters={"binary_data_size": size}))
+            outputs.append(
+                ResponseOutput(
+                    name=output, datatype=datatype, shape=list(array.shape), parameters={"binary_data_size": size}
+                )
+            )
         else:
-            outputs.append(ResponseOutput(name=output, datatype=datatype, shape=list(array.shape), data=json_data(output, array, datatype)))
+            outputs.append(
+                ResponseOutput(
+                    name=output, datatype=datatype, shape=list(array.shape), data=json_data(output, array, datatype)
+                )
+            )
     response = InferenceResponse(model_name=name, model_version=model.version, id=inputs.request_id, outputs=outputs)
     return InferenceResult(encoder.encode(response), binary)

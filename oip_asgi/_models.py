@@ -7,7 +7,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 import anyio.to_thread
 import numpy as np
@@ -17,7 +17,7 @@ from ._errors import ModelError, ModelNotReady, NotFound
 
 logger = logging.getLogger("oip_asgi")
 
-Outputs = Union[Mapping[str, Any], np.ndarray, Any]
+Outputs = Any  # a mapping of output name to array-like, or one array-like
 
 
 class Predict(Protocol):
@@ -42,13 +42,17 @@ class TensorSpec:
 
     def __post_init__(self) -> None:
         if self.datatype not in DATATYPES:
-            raise ValueError(f"TensorSpec {self.name!r}: datatype {self.datatype!r} is not one of {', '.join(DATATYPES)}")
+            raise ValueError(
+                f"TensorSpec {self.name!r}: datatype {self.datatype!r} is not one of {', '.join(DATATYPES)}"
+            )
         if any(not isinstance(dim, int) or dim < -1 for dim in self.shape):
             raise ValueError(f"TensorSpec {self.name!r}: shape {list(self.shape)} must hold integers >= -1")
         object.__setattr__(self, "shape", tuple(self.shape))
 
     def accepts_shape(self, shape: Sequence[int]) -> bool:
-        return len(shape) == len(self.shape) and all(want in (-1, got) for want, got in zip(self.shape, shape))
+        return len(shape) == len(self.shape) and all(
+            want in (-1, got) for want, got in zip(self.shape, shape, strict=False)
+        )
 
 
 class Model:
@@ -138,7 +142,9 @@ class Model:
 
     async def __call__(self, name: str, inputs: dict[str, np.ndarray], parameters: dict[str, Any]) -> Any:
         if self.max_concurrency is not None and self.in_flight >= self.max_concurrency:
-            raise ModelNotReady(f"model '{name}' is busy: {self.max_concurrency} requests already in flight, retry later")
+            raise ModelNotReady(
+                f"model '{name}' is busy: {self.max_concurrency} requests already in flight, retry later"
+            )
         kwargs: dict[str, Any] = dict(inputs)
         if self._takes_parameters:
             kwargs["parameters"] = parameters
@@ -158,7 +164,8 @@ class Model:
 
 
 def _is_async(function: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, "__call__", None))
+    # Instances with an `async def __call__` count too.
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
 
 
 def _takes_parameters(function: Callable[..., Any]) -> bool:
@@ -169,7 +176,7 @@ def _takes_parameters(function: Callable[..., Any]) -> bool:
     return parameter is not None and parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
 
 
-ModelsArgument = Mapping[str, Union[Model, Callable[..., Any], Sequence[Model]]]
+ModelsArgument = Mapping[str, Model | Callable[..., Any] | Sequence[Model]]
 
 
 class ModelRepository:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache
 from typing import Annotated, Any
 
 import msgspec
@@ -55,7 +55,7 @@ def shape_text(shape: list[int] | tuple[int, ...]) -> str:
     return "[" + ", ".join(map(str, shape)) + "]"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _data_decoder(datatype: str, depth: int) -> msgspec.json.Decoder[Any]:
     element_type: Any = _ELEMENT[datatype]
     for _ in range(depth):
@@ -76,7 +76,9 @@ def _nesting_depth(raw: bytes | memoryview) -> int:
 
 def _flatten(nested: list[Any], shape: list[int], name: str) -> list[Any]:
     if len(nested) != shape[0]:
-        raise BadRequest(f"input '{name}': data has {len(nested)} rows at dimension 0, shape {shape_text(shape)} says {shape[0]}")
+        raise BadRequest(
+            f"input '{name}': data has {len(nested)} rows at dimension 0, shape {shape_text(shape)} says {shape[0]}"
+        )
     items = nested
     for axis in range(1, len(shape)):
         flat: list[Any] = []
@@ -97,15 +99,18 @@ def array_from_json(name: str, datatype: str, shape: list[int], raw: msgspec.Raw
     depth = _nesting_depth(memoryview(raw))
     if depth == 0:
         raise BadRequest(f"input '{name}': data must be a JSON array")
-    if depth > 1 and depth != len(shape):
-        raise BadRequest(f"input '{name}': data is nested {depth} deep, but shape {shape_text(shape)} has {len(shape)} dimensions")
+    # Nesting stops early only where a dimension is 0: [[]] is a tensor of shape [1, 0, 5].
+    if depth > 1 and depth != len(shape) and not (depth < len(shape) and 0 in shape[:depth]):
+        raise BadRequest(
+            f"input '{name}': data is nested {depth} deep, but shape {shape_text(shape)} has {len(shape)} dimensions"
+        )
     try:
         decoded = _data_decoder(datatype, depth).decode(raw)
     except msgspec.ValidationError as exc:
         raise BadRequest(f"input '{name}': invalid {datatype} data: {exc}".replace("`$", "`$.data")) from None
     except msgspec.DecodeError as exc:
         raise BadRequest(f"input '{name}': malformed data: {exc}") from None
-    items = decoded if depth == 1 else _flatten(decoded, shape, name)
+    items = decoded if depth == 1 else _flatten(decoded, shape[:depth], name)
     count = math.prod(shape)
     if len(items) != count:
         raise BadRequest(f"input '{name}': data has {len(items)} elements, shape {shape_text(shape)} needs {count}")
@@ -129,7 +134,7 @@ def binary_size(datatype: str, shape: list[int]) -> int | None:
 def array_from_binary(name: str, datatype: str, shape: list[int], buffer: np.ndarray) -> np.ndarray:
     """View received bytes (a uint8 array) as the tensor, without copying fixed-size data."""
     if datatype == "BYTES":
-        return _bytes_from_binary(name, shape, memoryview(buffer))
+        return _bytes_from_binary(name, shape, buffer.data)
     if datatype == "BOOL" and buffer.size and buffer.max() > 1:
         raise BadRequest(f"input '{name}': BOOL bytes must be 0 or 1")
     return buffer.view(numpy_dtype(datatype)).reshape(shape)
@@ -139,7 +144,9 @@ def _bytes_from_binary(name: str, shape: list[int], data: memoryview) -> np.ndar
     count = math.prod(shape)
     # Every element costs at least its 4-byte length: a shape claiming more cannot be satisfied.
     if count * _LENGTH.size > len(data):
-        raise BadRequest(f"input '{name}': {len(data)} bytes cannot hold {count} BYTES elements of shape {shape_text(shape)}")
+        raise BadRequest(
+            f"input '{name}': {len(data)} bytes cannot hold {count} BYTES elements of shape {shape_text(shape)}"
+        )
     array = np.empty(count, dtype=object)
     position = 0
     for index in range(count):
@@ -148,7 +155,9 @@ def _bytes_from_binary(name: str, shape: list[int], data: memoryview) -> np.ndar
         (length,) = _LENGTH.unpack_from(data, position)
         position += _LENGTH.size
         if position + length > len(data):
-            raise BadRequest(f"input '{name}': element {index} claims {length} bytes, only {len(data) - position} remain")
+            raise BadRequest(
+                f"input '{name}': element {index} claims {length} bytes, only {len(data) - position} remain"
+            )
         array[index] = bytes(data[position : position + length])
         position += length
     if position != len(data):
@@ -207,7 +216,7 @@ def json_data(name: str, array: np.ndarray, datatype: str) -> list[Any]:
             )
         if array.dtype.itemsize < 8:
             return shortest_doubles(array).tolist()  # type: ignore[no-any-return]
-    return array.ravel().tolist()  # type: ignore[no-any-return]
+    return array.ravel().tolist()
 
 
 def binary_chunks(array: np.ndarray, datatype: str) -> tuple[int, list[bytes | memoryview]]:
@@ -221,7 +230,7 @@ def binary_chunks(array: np.ndarray, datatype: str) -> tuple[int, list[bytes | m
             size += _LENGTH.size + len(item)
         return size, [b"".join(pieces)]
     wire = np.ascontiguousarray(array, dtype=numpy_dtype(datatype))
-    return wire.nbytes, [memoryview(wire.reshape(-1).view(np.uint8))]
+    return wire.nbytes, [wire.reshape(-1).view(np.uint8).data]
 
 
 def iter_slices(view: bytes | memoryview, size: int) -> Iterator[bytes | memoryview]:

@@ -55,7 +55,18 @@ def serve(command: list[str], port: int, ready_path: str = "/v2/health/live") ->
 @contextmanager
 def uvicorn_server(app: str) -> Iterator[str]:
     port = free_port()
-    command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        app,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     with serve(command, port) as address:
         yield address
 

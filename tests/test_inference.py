@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from starlette.applications import Starlette
 
 from oip_asgi import Model, TensorSpec, mount
@@ -30,7 +29,9 @@ def identity_app(**options: Any) -> Any:
     models: dict[str, Any] = {"echo": lambda **inputs: inputs}
     for datatype in [*NUMERIC, "BYTES", "BF16"]:
         models[datatype.lower()] = Model(
-            lambda INPUT0: INPUT0, inputs=[TensorSpec("INPUT0", datatype, [-1])], outputs=[TensorSpec("OUTPUT0", datatype, [-1])]
+            lambda INPUT0: INPUT0,
+            inputs=[TensorSpec("INPUT0", datatype, [-1])],
+            outputs=[TensorSpec("OUTPUT0", datatype, [-1])],
         )
     models["scores"] = Model(
         lambda INPUT0: INPUT0,
@@ -71,10 +72,17 @@ def json_values(array: np.ndarray) -> list[Any]:
 async def test_every_datatype_round_trips(datatype: str, binary_in: bool, binary_out: bool) -> None:
     array = sample(datatype)
     tensor: dict[str, Any] = {"name": "INPUT0", "shape": [3], "datatype": datatype}
-    request: dict[str, Any] = {"inputs": [tensor], "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": binary_out}}]}
+    request: dict[str, Any] = {
+        "inputs": [tensor],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": binary_out}}],
+    }
     async with client(identity_app()) as http:
         if binary_in:
-            raw = bytes_tensor(list(array)) if datatype == "BYTES" else array.astype(array.dtype.newbyteorder("<")).tobytes()
+            raw = (
+                bytes_tensor(list(array))
+                if datatype == "BYTES"
+                else array.astype(array.dtype.newbyteorder("<")).tobytes()
+            )
             tensor["parameters"] = {"binary_data_size": len(raw)}
             body, headers = binary_request(request, raw)
             response = await http.post(f"/v2/models/{datatype.lower()}/infer", content=body, headers=headers)
@@ -140,12 +148,16 @@ async def test_outputs_json_cannot_carry_are_clear_errors_and_binary_works() -> 
         for name, message in (("nan", "NaN or infinity"), ("latin1", "not UTF-8")):
             response = await http.post(f"/v2/models/{name}/infer", json=body)
             assert response.status_code == 400 and message in response.json()["error"]
-            response = await http.post(f"/v2/models/{name}/infer", json={**body, "parameters": {"binary_data_output": True}})
+            response = await http.post(
+                f"/v2/models/{name}/infer", json={**body, "parameters": {"binary_data_output": True}}
+            )
             assert response.status_code == 200
 
 
 async def test_binary_data_output_with_per_output_override() -> None:
-    model = Model(lambda x: {"a": x, "b": x * 2}, outputs=[TensorSpec("a", "INT32", [-1]), TensorSpec("b", "INT32", [-1])])
+    model = Model(
+        lambda x: {"a": x, "b": x * 2}, outputs=[TensorSpec("a", "INT32", [-1]), TensorSpec("b", "INT32", [-1])]
+    )
     body = {
         "inputs": [{"name": "x", "shape": [2], "datatype": "INT32", "data": [1, 2]}],
         "outputs": [{"name": "a", "parameters": {"binary_data": False}}, {"name": "b"}],
@@ -185,7 +197,9 @@ async def test_bf16_binary_only() -> None:
     ml_dtypes = pytest.importorskip("ml_dtypes")
     values = np.array([1.5, -2.0, 0.25], dtype=ml_dtypes.bfloat16)
     async with client(identity_app()) as http:
-        request = {"inputs": [{"name": "INPUT0", "shape": [3], "datatype": "BF16", "parameters": {"binary_data_size": 6}}]}
+        request = {
+            "inputs": [{"name": "INPUT0", "shape": [3], "datatype": "BF16", "parameters": {"binary_data_size": 6}}]
+        }
         body, headers = binary_request({**request, "parameters": {"binary_data_output": True}}, values.tobytes())
         response = await http.post("/v2/models/bf16/infer", content=body, headers=headers)
         header, payload = split_response(response)
@@ -214,7 +228,12 @@ async def test_classification(scores: list[Any], k: int, expected: list[str]) ->
     async with client(identity_app()) as http:
         response = await http.post("/v2/models/echo/infer", json=body)
         # Labels come from the model: the labelled model gives the same ranks with names.
-        labelled = {**body, "inputs": [{**body["inputs"][0], "shape": [-1 if False else d for d in array.reshape(-1, array.shape[-1]).shape]}]}
+        labelled = {
+            **body,
+            "inputs": [
+                {**body["inputs"][0], "shape": [-1 if False else d for d in array.reshape(-1, array.shape[-1]).shape]}
+            ],
+        }
         labelled["outputs"] = [{"name": "OUTPUT0", "parameters": {"classification": k, "binary_data": True}}]
         binary = await http.post("/v2/models/scores/infer", json=labelled)
     output = response.json()["outputs"][0]
@@ -317,7 +336,9 @@ async def test_a_small_compression_bomb_is_413_without_inflating_it() -> None:
 
 async def test_claimed_huge_shapes_and_lengths_allocate_nothing() -> None:
     async with client(identity_app(max_body_size=2**20)) as http:
-        header = {"inputs": [{"name": "x", "shape": [2**40], "datatype": "FP32", "parameters": {"binary_data_size": 2**42}}]}
+        header = {
+            "inputs": [{"name": "x", "shape": [2**40], "datatype": "FP32", "parameters": {"binary_data_size": 2**42}}]
+        }
         body, headers = binary_request(header, b"\x00" * 16)
         response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
         assert response.status_code == 413 and "over the limit" in response.json()["error"]
@@ -325,7 +346,9 @@ async def test_claimed_huge_shapes_and_lengths_allocate_nothing() -> None:
         body, headers = binary_request(header, b"\x00" * 16)
         response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
         assert response.status_code == 400 and "takes 4398046511104 bytes" in response.json()["error"]
-        header = {"inputs": [{"name": "x", "shape": [2**40], "datatype": "BYTES", "parameters": {"binary_data_size": 16}}]}
+        header = {
+            "inputs": [{"name": "x", "shape": [2**40], "datatype": "BYTES", "parameters": {"binary_data_size": 16}}]
+        }
         body, headers = binary_request(header, b"\x00" * 16)
         response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
         assert response.status_code == 400 and "cannot hold 1099511627776 BYTES elements" in response.json()["error"]
@@ -393,10 +416,25 @@ async def test_bad_binary_tensors() -> None:
         (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "INT9", "data": [1]}]}', "`$.inputs[0].datatype`"),
         (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "INT8"}]}', "neither data nor binary_data_size"),
         (b'{"inputs": [], "parameters": {"p": ' + b"[" * 5000 + b"]" * 5000 + b"}}", "nested too deeply"),
-        (b'{"inputs": [{"name": "x", "shape": [1], "datatype": "UINT64", "data": [18446744073709551616]}]}', "out of range"),
-        (json.dumps({"inputs": [], "parameters": {"binary_data_output": 1}}).encode(), "binary_data_output must be a boolean"),
+        (
+            b'{"inputs": [{"name": "x", "shape": [1], "datatype": "UINT64", "data": [18446744073709551616]}]}',
+            "out of range",
+        ),
+        (
+            json.dumps({"inputs": [], "parameters": {"binary_data_output": 1}}).encode(),
+            "binary_data_output must be a boolean",
+        ),
     ],
-    ids=["truncated", "not-object", "negative-dim", "unknown-datatype", "no-data", "deep", "uint64-range", "bad-binary-output"],
+    ids=[
+        "truncated",
+        "not-object",
+        "negative-dim",
+        "unknown-datatype",
+        "no-data",
+        "deep",
+        "uint64-range",
+        "bad-binary-output",
+    ],
 )
 async def test_malformed_requests(body: bytes, message: str) -> None:
     async with client(identity_app()) as http:
