@@ -54,3 +54,35 @@ def serving(argv: list[str], port: int, *, ready_path: str = "/v2/health/ready",
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+
+def triton_round_trip(address: str) -> None:
+    """What a Triton user does first, with NVIDIA's own client: health, metadata, binary inference."""
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(address)
+    try:
+        assert client.is_server_live() and client.is_server_ready()
+        assert "binary_tensor_data" in client.get_server_metadata()["extensions"]
+        assert client.is_model_ready("simple")
+        assert client.get_model_metadata("simple")["inputs"][0]["shape"] == [-1, 16]
+
+        a = np.arange(32, dtype=np.int32).reshape(2, 16)
+        b = np.full((2, 16), -3, dtype=np.int32)
+        inputs = [httpclient.InferInput("INPUT0", [2, 16], "INT32"), httpclient.InferInput("INPUT1", [2, 16], "INT32")]
+        inputs[0].set_data_from_numpy(a, binary_data=True)
+        inputs[1].set_data_from_numpy(b, binary_data=True)
+        outputs = [httpclient.InferRequestedOutput(name, binary_data=True) for name in ("OUTPUT0", "OUTPUT1")]
+        result = client.infer("simple", inputs, outputs=outputs)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+
+        text = httpclient.InferInput("TEXT", [2], "BYTES")
+        words = ["héllo".encode(), b"oip"]
+        text.set_data_from_numpy(np.array(words, dtype=np.object_), binary_data=True)
+        result = client.infer("text", [text])
+        assert list(result.as_numpy("UPPER")) == [word.upper() for word in words]
+        assert list(result.as_numpy("LENGTH")) == [6, 3]
+    finally:
+        client.close()

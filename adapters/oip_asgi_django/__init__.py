@@ -1,0 +1,11 @@
+"""Serve models over the Open Inference Protocol beside a Django project (``pip install oip-asgi[django]``).
+
+Under ASGI, :func:`mount` wraps ``get_asgi_application()``; under WSGI, :func:`mount_wsgi` wraps
+``get_wsgi_application()``. Django itself is never imported here.
+"""
+
+from __future__ import annotations
+
+from ._mount import OIPDispatcher, mount, mount_wsgi
+
+__all__ = ["OIPDispatcher", "mount", "mount_wsgi"]

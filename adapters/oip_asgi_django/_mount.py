@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+from oip_asgi import OIPApp, oip_app
+
+from ._wsgi import WSGIBridge
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
+
+class OIPDispatcher:
+    """Sends requests under `prefix` to `oip_app` and everything else to `app`.
+
+    Lifespan goes to the OIP app, which loads its models at startup: Django's ASGI handler
+    refuses lifespan scopes.
+    """
+
+    def __init__(self, app: ASGIApp, oip_app: OIPApp, *, prefix: str = "/v2") -> None:
+        self.app = app
+        self.oip_app = oip_app
+        self.prefix = _checked(prefix)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.oip_app(scope, receive, send)
+            return
+        if scope["type"] == "http":
+            root_path: str = scope.get("root_path", "")
+            route = _route_path(scope["path"], root_path)
+            if route == self.prefix or route.startswith(self.prefix + "/"):
+                # `path` keeps the root path in it, as the ASGI spec and uvicorn have it.
+                scope = {**scope, "root_path": root_path + self.prefix, "path": root_path + route}
+                await self.oip_app(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def mount(app: ASGIApp, models: Mapping[str, Any] | OIPApp, *, prefix: str = "/v2") -> OIPDispatcher:
+    """Serve `models` (or an existing OIP app) under `prefix` beside a Django ASGI application.
+
+    ```python
+    # asgi.py
+    django_application = get_asgi_application()
+    application = oip_asgi_django.mount(django_application, models, prefix="/v2")
+    ```
+    """
+    return OIPDispatcher(app, models if isinstance(models, OIPApp) else oip_app(models), prefix=prefix)
+
+
+def mount_wsgi(
+    app: WSGIApplication, models: Mapping[str, Any] | OIPApp, *, prefix: str = "/v2", preload: bool = True
+) -> DispatcherMiddleware:
+    """Serve `models` (or an existing OIP app) under `prefix` beside a Django WSGI application.
+
+    The OIP app runs on an a2wsgi event-loop thread: build this once per process (in ``wsgi.py``),
+    never per request. Models load now unless ``preload=False`` (then on first use).
+
+    ```python
+    # wsgi.py
+    application = oip_asgi_django.mount_wsgi(get_wsgi_application(), models, prefix="/v2")
+    ```
+    """
+    oip = models if isinstance(models, OIPApp) else oip_app(models)
+    return DispatcherMiddleware(app, {_checked(prefix): WSGIBridge(oip, preload=preload)})
+
+
+def _checked(prefix: str) -> str:
+    if not prefix.startswith("/") or prefix.endswith("/"):
+        raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
+    return prefix
+
+
+def _route_path(path: str, root_path: str) -> str:
+    # Servers disagree on whether `path` includes `root_path`; accept both.
+    if root_path and path.startswith(root_path) and (len(path) == len(root_path) or path[len(root_path)] == "/"):
+        return path[len(root_path) :]
+    return path
