@@ -9,7 +9,7 @@ import anyio
 from starlette.types import Message, Receive, Scope, Send
 
 from ._body import BodyReader
-from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, ModelNotReady, NotFound, OIPError
+from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, OIPError
 from ._inference import build_response, read_inputs
 from ._models import Model, ModelRepository, ModelsArgument, TensorSpec
 from ._responses import choose_encoding, send_error, send_inference, send_json
@@ -155,8 +155,6 @@ class OIPApp:
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, name: str, model: Model) -> None:
         await model.ensure_ready(name)
-        if not model.ready:
-            raise ModelNotReady(f"model '{name}' is not ready")
         reader = BodyReader(
             receive,
             limit=self.max_body_size,

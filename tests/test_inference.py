@@ -441,3 +441,14 @@ async def test_malformed_requests(body: bytes, message: str) -> None:
         response = await http.post("/v2/models/echo/infer", content=body)
         assert response.status_code == 400 and message in response.json()["error"]
         assert (await http.get("/v2/health/live")).status_code == 200
+
+
+async def test_bf16_without_ml_dtypes_is_a_clear_400(monkeypatch: pytest.MonkeyPatch) -> None:
+    from oip_asgi import _datatypes
+
+    monkeypatch.setattr(_datatypes, "_bfloat16", lambda: None)
+    request = {"inputs": [{"name": "x", "shape": [1], "datatype": "BF16", "parameters": {"binary_data_size": 2}}]}
+    body, headers = binary_request(request, b"\x00\x00")
+    async with client(identity_app()) as http:
+        response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
+    assert response.status_code == 400 and "pip install 'oip-asgi[bf16]'" in response.json()["error"]
