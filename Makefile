@@ -1,0 +1,21 @@
+# `sam build` runs `make build-OIPFunction` here (template.yaml: BuildMethod: makefile), with
+# ARTIFACTS_DIR set to the directory that becomes the function's zip.
+
+PYTHON ?= python3
+# Wheels are chosen for Lambda (template.yaml's Runtime and Architectures), not for this machine:
+# for arm64, set LAMBDA_ARCH=aarch64 here and Architectures: [arm64] there.
+LAMBDA_PYTHON ?= 3.12
+LAMBDA_ARCH ?= x86_64
+WHEELS := $(abspath .lambda-wheels)
+
+.PHONY: build-OIPFunction
+build-OIPFunction:
+	rm -rf "$(WHEELS)"
+	$(PYTHON) -m pip wheel --no-deps --wheel-dir "$(WHEELS)" .
+	$(PYTHON) -m pip install --target "$(ARTIFACTS_DIR)" --only-binary=:all: \
+		--implementation cp --python-version $(LAMBDA_PYTHON) \
+		--platform manylinux_2_28_$(LAMBDA_ARCH) --platform manylinux2014_$(LAMBDA_ARCH) \
+		"$$(ls "$(WHEELS)"/oip_asgi-*.whl)[lambda]"
+	rm -rf "$(WHEELS)"
+	mkdir -p "$(ARTIFACTS_DIR)/examples"
+	cp examples/__init__.py examples/models.py examples/lambda_handler.py "$(ARTIFACTS_DIR)/examples/"
