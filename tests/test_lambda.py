@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +19,7 @@ pytest.importorskip("mangum")
 import oip_asgi_lambda
 from examples.models import models
 from oip_asgi import Model, TensorSpec, oip_app
+from tests._servers import ROOT
 
 Event = dict[str, Any]
 LAMBDA_EVENT_LIMIT = 6 * 2**20  # what Lambda accepts for a synchronous invocation
@@ -542,3 +546,41 @@ def test_still_serves_after_asyncio_run_in_init_code(handler: oip_asgi_lambda.OI
     # asyncio.run() leaves the thread without a current event loop, which Mangum relies on.
     asyncio.run(asyncio.sleep(0))
     assert handler(http_api_event("GET", "/v2/health/ready"), CONTEXT)["statusCode"] == 200
+
+
+def test_import_pulls_in_no_web_framework() -> None:
+    # A fresh interpreter, as in Lambda's init phase: what `import oip_asgi_lambda` loads.
+    code = "import json, sys, oip_asgi_lambda; print(json.dumps(sorted(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=_pythonpath(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    loaded = {name.split(".")[0] for name in json.loads(result.stdout)}
+    assert {"oip_asgi", "oip_asgi_lambda", "mangum", "numpy"} <= loaded
+    heavy = {"django", "flask", "werkzeug", "a2wsgi", "fastapi", "pydantic", "uvicorn", "httpx", "boto3", "botocore"}
+    heavy |= {"oip_asgi_django", "oip_asgi_flask", "pandas", "tritonclient", "gevent"}
+    assert loaded & heavy == set()
+
+
+def test_import_time_bench_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, "bench/lambda_import_time.py", "--runs", "1", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    report = json.loads(result.stdout)
+    assert report["oip_asgi_lambda"]["median_ms"] > 0
+    assert "numpy" in report["oip_asgi_lambda"]["heaviest_ms"]
+    assert "examples" in report["examples.lambda_handler"]["heaviest_ms"]
+
+
+def _pythonpath() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "adapters")])}
