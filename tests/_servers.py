@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import socket
 import subprocess
@@ -86,3 +88,17 @@ def triton_round_trip(address: str) -> None:
         assert list(result.as_numpy("LENGTH")) == [6, 3]
     finally:
         client.close()
+
+
+def chunked_infer(address: str, request: object) -> tuple[int, bytes]:
+    """POST `request` as JSON to simple/infer, chunked, with no Content-Length."""
+    body = json.dumps(request).encode()
+    host, port = address.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        # An iterable body with no Content-Length goes out as Transfer-Encoding: chunked.
+        connection.request("POST", "/v2/models/simple/infer", body=iter([body[:7], body[7:]]), encode_chunked=True)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()

@@ -17,7 +17,7 @@ pytest.importorskip("a2wsgi")
 import oip_asgi_django
 from examples import django_asgi, django_wsgi
 from oip_asgi import Model, TensorSpec, oip_app
-from tests._servers import free_port, serving, triton_round_trip
+from tests._servers import chunked_infer, free_port, serving, triton_round_trip
 
 pytestmark = pytest.mark.anyio
 
@@ -192,5 +192,8 @@ def test_real_uvicorn_with_tritonclient() -> None:
     argv = ["-m", "uvicorn", "examples.django_asgi:application", "--host", "127.0.0.1", "--port", str(port)]
     with serving([*argv, "--lifespan", "on", "--log-level", "warning"], port) as address:
         triton_round_trip(address)
+        status, body = chunked_infer(address, SIMPLE)  # under ASGI, a chunked body streams in
+        assert status == 200, body
+        assert json.loads(body)["outputs"][0]["data"] == [value + 2 for value in range(16)]
         with urllib.request.urlopen(f"http://{address}/", timeout=10) as page:
             assert page.read().decode().startswith("Django serves /;")

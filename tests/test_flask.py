@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from werkzeug.serving import make_server
 from examples import flask_app
 from oip_asgi import Model, OIPApp, TensorSpec, oip_app
 from oip_asgi_flask import OIP
-from tests._servers import ROOT, free_port, serving, triton_round_trip
+from tests._servers import ROOT, chunked_infer, free_port, serving, triton_round_trip
 
 SIMPLE = {
     "inputs": [
@@ -180,26 +179,13 @@ def test_a_forked_worker_gets_its_own_event_loop_thread() -> None:
     assert result.stdout.strip() == "0"
 
 
-def chunked_infer(address: str) -> tuple[int, bytes]:
-    body = json.dumps(SIMPLE).encode()
-    host, port = address.split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=10)
-    try:
-        # An iterable body with no Content-Length goes out as Transfer-Encoding: chunked.
-        connection.request("POST", "/v2/models/simple/infer", body=iter([body[:7], body[7:]]), encode_chunked=True)
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
-
-
 def test_waitress_with_tritonclient_and_a_chunked_upload() -> None:
     port = free_port()
     argv = ["-m", "waitress", "--listen", f"127.0.0.1:{port}", "examples.flask_app:app"]
     with serving(argv, port) as address:
         triton_round_trip(address)
         # waitress buffers a chunked body and sets CONTENT_LENGTH: it just works.
-        status, body = chunked_infer(address)
+        status, body = chunked_infer(address, SIMPLE)
         assert status == 200, body
         assert json.loads(body)["outputs"][0]["data"] == [value + 5 for value in range(16)]
 
@@ -218,7 +204,7 @@ def werkzeug_server() -> Iterator[str]:
 
 
 def test_werkzeug_server_chunked_upload_is_a_clear_411(werkzeug_server: str) -> None:
-    status, body = chunked_infer(werkzeug_server)
+    status, body = chunked_infer(werkzeug_server, SIMPLE)
     assert status == 411
     assert "waitress" in json.loads(body)["error"]
     triton_round_trip(werkzeug_server)  # with a Content-Length, the same server works
