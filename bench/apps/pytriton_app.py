@@ -1,0 +1,59 @@
+"""PyTriton serving the identity models (FP32 and BYTES), one instance each.
+
+Dimension 0 is declared the batch (up to 64) because that is how Triton's classification extension
+ranks each row of a [64, 1000] output; without it Triton ranks the whole tensor at once. There is no
+dynamic batcher: like the other servers, each request runs on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from typing import Any
+
+import numpy as np
+from pytriton.model_config import ModelConfig, Tensor
+from pytriton.triton import Triton, TritonConfig
+
+
+def identity(requests: list[Any]) -> list[dict[str, np.ndarray]]:
+    return [{name: request[name] for name in request} for request in requests]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--grpc-port", type=int, required=True)
+    parser.add_argument("--metrics-port", type=int, required=True)
+    args = parser.parse_args()
+    config = TritonConfig(
+        http_address="127.0.0.1",
+        http_port=args.port,
+        grpc_address="127.0.0.1",
+        grpc_port=args.grpc_port,
+        metrics_address="127.0.0.1",
+        metrics_port=args.metrics_port,
+    )
+    # Input and output share a name so the response matches the other servers' identity models.
+    models = {"identity": np.float32, "identity_bytes": np.bytes_}
+    with Triton(config=config) as triton:
+        for name, dtype in models.items():
+            triton.bind(
+                model_name=name,
+                infer_func=identity,
+                inputs=[Tensor(name="x", dtype=dtype, shape=(-1,))],
+                outputs=[Tensor(name="x", dtype=dtype, shape=(-1,))],
+                config=ModelConfig(batching=True, max_batch_size=64, batcher=None),  # type: ignore[arg-type]
+            )
+        triton.run()
+        # Triton.serve() only notices SIGINT at its monitoring period; stop on SIGTERM/SIGINT at once.
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        while not stop.wait(0.5):
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,349 @@
+"""Runs the benchmark: set up the servers, then interleaved rounds of every workload on every server."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import envs
+import loadgen
+import procs
+import report
+import workloads
+from workloads import Bodies, Workload
+
+SERVER_CORE = 0
+LOAD_CORE = 1
+MIN_REQUESTS = 10
+LONG_RUN_SECONDS = 20.0
+
+
+@dataclass
+class Settings:
+    rounds: int
+    seconds: float
+    warmup: float
+    import_repeat: int
+    servers: tuple[str, ...]
+    only: tuple[str, ...]
+    ours_python: Path | None
+    results: Path
+    label: str
+
+
+@dataclass
+class Target:
+    spec: envs.Spec
+    python: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Run:
+    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    errors: dict[str, dict[str, str]] = field(default_factory=dict)
+    details: list[dict[str, object]] = field(default_factory=list)
+
+    def add(self, server: str, metric: str, value: float) -> None:
+        self.samples.setdefault(server, {}).setdefault(metric, []).append(value)
+
+    def fail(self, server: str, workload: str, reason: str) -> None:
+        self.errors.setdefault(server, {}).setdefault(workload, reason)
+        print(f"  {server} {workload}: NOT MEASURED: {reason[:300]}", flush=True)
+
+
+def post(port: int, path: str, workload: Workload, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    headers = {"Content-Type": workload.content_type}
+    if workload.header_length is not None:
+        headers[workloads.HEADER_LENGTH] = str(workload.header_length)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        connection.request("POST", path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+def model_path(server: str, workload: Workload) -> str | None:
+    model = workload.floor_model if server == "floor" else workload.model
+    return None if model is None else f"/v2/models/{model}/infer"
+
+
+def validate(server: str, port: int, path: str, workload: Workload, bodies: Bodies) -> str | None:
+    body = workload.body_path.read_bytes()
+    status, headers, answer = post(port, path, workload, body)
+    if status != 200:
+        return f"HTTP {status}: {answer[:200].decode(errors='replace')}"
+    if server == "floor":
+        expected = bodies.fixed_response.read_bytes() if workload.floor_model == "fixed" else body
+        return workloads.check_fixed(expected)(headers, answer)
+    try:
+        return workload.check(headers, answer)
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"unreadable answer ({exc}): {answer[:200].decode(errors='replace')}"
+
+
+def measure_memory(server: str, target: procs.Server, bodies: Bodies, run: Run) -> None:
+    workload = bodies.w4
+    path = model_path(server, workload)
+    if path is None:
+        return
+    pids = target.tree()
+    idle = {pid: procs.status_kib(pid, "VmRSS") for pid in pids}
+    reset = all(procs.reset_peak_rss(pid) for pid in pids)
+    sent = workload.body_path.read_bytes()
+    status, headers, answer = post(target.port, path, workload, sent)
+    grown_kib = sum(max(procs.status_kib(pid, "VmHWM") - idle[pid], 0) for pid in pids)
+    if status != 200:
+        run.fail(server, "W4", f"HTTP {status}: {answer[:200].decode(errors='replace')}")
+        return
+    error = (
+        (answer != sent and "echo differs")
+        if server == "floor"
+        else workloads.check_w4(workload, headers, answer, sent)
+    )
+    if error:
+        run.fail(server, "W4", error)
+        return
+    run.add(server, "W4.rss_over_payload", grown_kib * 1024 / workload.payload_bytes)
+    run.add(server, "W4.rss_grown_mib", grown_kib / 1024)
+    run.details.append(
+        {"server": server, "workload": "W4", "processes": len(pids), "peak_reset": reset, "grown_kib": grown_kib}
+    )
+
+
+def measure_load(server: str, target: procs.Server, workload: Workload, settings: Settings, wrk: str, run: Run) -> None:
+    path = model_path(server, workload)
+    assert path is not None
+    for connections in workload.concurrency:
+        if settings.warmup > 0:
+            loadgen.run_wrk(wrk, target.port, path, workload, connections, settings.warmup, LOAD_CORE)
+        seconds = settings.seconds
+        while True:
+            pids = target.tree()
+            # Requests a finished run left in flight must not be billed to this one.
+            procs.wait_idle(pids)
+            before = procs.cpu_seconds(pids)
+            result = loadgen.run_wrk(wrk, target.port, path, workload, connections, seconds, LOAD_CORE)
+            cpu = procs.cpu_seconds(pids) - before
+            # A slow server gets one longer run, so a few requests in flight at the end weigh little.
+            if result.requests >= MIN_REQUESTS or seconds > settings.seconds:
+                break
+            seconds = max(settings.seconds, LONG_RUN_SECONDS)
+        if result.requests == 0:
+            run.fail(server, workload.key, f"no request completed in {seconds:g} s at c={connections}")
+            return
+        if result.errors > 0.01 * result.requests:
+            run.fail(server, workload.key, f"{result.errors} errors in {result.requests} requests at c={connections}")
+            return
+        key = f"{workload.key}.%s_c{connections}"
+        run.add(server, key % "rps", result.rate)
+        run.add(server, key % "cpu_ms", cpu * 1000 / result.requests)
+        run.add(server, key % "mbps", result.rate * workload.payload_bytes / 1e6)
+        run.details.append({
+            "server": server, "workload": workload.key, "connections": connections, "requests": result.requests,
+            "seconds": result.seconds, "cpu_s": cpu, "p50_ms": result.p50_ms, "p99_ms": result.p99_ms,
+        })  # fmt: skip
+        print(
+            f"  {server:9} {workload.key} c={connections:<2} {result.rate:9.1f} req/s  "
+            f"{cpu * 1000 / result.requests:8.3f} ms CPU/req  p50 {result.p50_ms:.2f} ms",
+            flush=True,
+        )
+
+
+def make_server(name: str, target: Target, bodies: Bodies, settings: Settings) -> procs.Server:
+    port = procs.free_port()
+    command = [str(target.python), str(envs.APPS / target.spec.app), "--port", str(port)]
+    for flag in target.spec.extra_ports:
+        command += [flag, str(procs.free_port())]
+    if name == "floor":
+        command += ["--fixed-response", str(bodies.fixed_response)]
+    return procs.Server(name, command, port, settings.results / "raw" / "logs" / f"{name}.log", target.env)
+
+
+def measure_server(name: str, target: Target, bodies: Bodies, settings: Settings, wrk: str, run: Run) -> None:
+    server = make_server(name, target, bodies, settings)
+    server.start(SERVER_CORE)
+    try:
+        deadline = time.perf_counter() + 180
+        try:
+            run.add(name, "W5.ready_s", server.wait_until("/v2/health/ready", deadline))
+            model = "fixed" if name == "floor" else "identity_bytes"
+            run.add(name, "W5.model_ready_s", server.wait_until(f"/v2/models/{model}/ready", deadline))
+        except (RuntimeError, TimeoutError) as exc:
+            run.fail(name, "server", f"did not become ready: {exc} (log: {server.log_path})")
+            return
+        # One small request first, so W4's "idle" is a server that has answered before.
+        validate(name, server.port, model_path(name, bodies.workloads["W1"]) or "", bodies.workloads["W1"], bodies)
+        if "W4" in settings.only:
+            measure_memory(name, server, bodies, run)
+        for workload in bodies.workloads.values():
+            path = model_path(name, workload)
+            if workload.key not in settings.only or path is None:
+                continue
+            if not server.alive():
+                run.fail(name, workload.key, "server died")
+                continue
+            error = validate(name, server.port, path, workload, bodies)
+            if error:
+                run.fail(name, workload.key, error)
+                continue
+            measure_load(name, server, workload, settings, wrk, run)
+    finally:
+        server.stop()
+
+
+def prepare(settings: Settings, run: Run) -> dict[str, Target]:
+    ready: dict[str, Target] = {}
+    for name in settings.servers:
+        spec = envs.SPECS[name]
+        if spec.env == "ours" and settings.ours_python is not None:
+            python = settings.ours_python
+        else:
+            reason = envs.ensure_env(spec.env, spec.requirements)
+            if reason:
+                run.fail(name, "server", f"cannot install: {reason}")
+                continue
+            python = envs.venv_python(spec.env)
+        target = Target(spec, python)
+        if spec.needs_libpython_path:
+            libdir = envs.libpython_dir(python)
+            target.env["LD_LIBRARY_PATH"] = ":".join(filter(None, [libdir, os.environ.get("LD_LIBRARY_PATH")]))
+        try:
+            # The first import also writes the bytecode caches, so cold starts below do not pay for compiling.
+            envs.import_seconds(python, spec.imports, 1)
+        except RuntimeError as exc:
+            run.fail(name, "server", str(exc))
+            continue
+        ready[name] = target
+    return ready
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 round, 1 s per load run, no warm-up")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 5, quick 1)")
+    parser.add_argument("--seconds", type=float, help="duration of each timed wrk run (default 5, quick 1)")
+    parser.add_argument("--warmup", type=float, help="untimed wrk run before each timed one (default 1, quick 0)")
+    parser.add_argument(
+        "--servers", default=",".join(envs.ORDER), help="comma-separated subset of " + ",".join(envs.ORDER)
+    )
+    parser.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7", help="comma-separated subset")
+    parser.add_argument(
+        "--ours-python", type=Path, help="run ours and the floor with this interpreter instead of a venv"
+    )
+    parser.add_argument("--results", type=Path, default=envs.BENCH / "results", help="output folder")
+    args = parser.parse_args(argv)
+    servers = tuple(s for s in envs.ORDER if s in args.servers.split(","))
+    unknown = set(args.servers.split(",")) - set(envs.ORDER)
+    if unknown:
+        parser.error(f"unknown servers {sorted(unknown)}; choose from {', '.join(envs.ORDER)}")
+    settings = Settings(
+        rounds=args.rounds or (1 if args.quick else 5),
+        seconds=args.seconds or (1.0 if args.quick else 5.0),
+        warmup=args.warmup if args.warmup is not None else (0.0 if args.quick else 1.0),
+        import_repeat=3 if args.quick else 7,
+        servers=servers,
+        only=tuple(args.workloads.split(",")),
+        ours_python=args.ours_python,
+        results=args.results,
+        label="quick" if args.quick else "full",
+    )
+    if os.cpu_count() is not None and (os.cpu_count() or 0) < 2:
+        raise SystemExit("needs at least 2 cores: the server is pinned to core 0, wrk to core 1")
+    wrk = loadgen.ensure_wrk()
+    run = Run()
+    targets = prepare(settings, run)
+    bodies = workloads.build(settings.results / "raw" / "bodies")
+    versions = {name: envs.versions(t.python, t.spec.distributions) for name, t in targets.items()}
+    started = time.time()
+
+    if "W5" in settings.only:
+        for name, target in targets.items():
+            for seconds in envs.import_seconds(target.python, target.spec.imports, settings.import_repeat):
+                run.add(name, "W5.import_s", seconds)
+
+    for round_index in range(settings.rounds):
+        # Rotate the order so no server always runs right after the same neighbour.
+        names = list(targets)
+        names = names[round_index % len(names) :] + names[: round_index % len(names)] if names else []
+        print(f"round {round_index + 1}/{settings.rounds}: {', '.join(names)}", flush=True)
+        for name in names:
+            measure_server(name, targets[name], bodies, settings, wrk, run)
+
+    write_results(settings, run, versions, argv, time.time() - started)
+
+
+def machine() -> dict[str, object]:
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    memory = next(
+        line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+    )
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "memory_gib": round(int(memory) / 2**20, 1),
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "server_core": SERVER_CORE,
+        "load_core": LOAD_CORE,
+    }
+
+
+def write_results(
+    settings: Settings, run: Run, versions: dict[str, dict[str, str]], argv: list[str], elapsed: float
+) -> None:
+    values = report.medians(run.samples)
+    classification = envs.ROOT / "oip_asgi" / "_classification.py"
+    goals = report.targets(values, classification.read_text() if classification.exists() else None)
+    servers = [s for s in settings.servers if s in values or s in run.errors]
+    command = "python3 bench/run.py" + ("" if not argv else " " + shlex.join(argv))
+    settings.results.mkdir(parents=True, exist_ok=True)
+    stem = settings.results / settings.label
+    document = {
+        "command": command,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "elapsed_s": round(elapsed, 1),
+        "settings": {"rounds": settings.rounds, "seconds": settings.seconds, "warmup": settings.warmup,
+                     "import_repeat": settings.import_repeat, "workloads": list(settings.only)},
+        "machine": machine(),
+        "versions": versions,
+        "medians": values,
+        "ratios": {other: {m.key: report.ratio(values, m.key, other) for m in report.METRICS}
+                   for other in servers if other != "ours"},
+        "targets": [{"target": t.text, "measured": t.measured, "met": t.met} for t in goals],
+        "errors": run.errors,
+        "samples": run.samples,
+        "runs": run.details,
+    }  # fmt: skip
+    stem.with_suffix(".json").write_text(json.dumps(document, indent=1) + "\n")
+    table = report.markdown(values, servers, settings.rounds, goals, run.errors)
+    stem.with_suffix(".md").write_text(f"# Benchmark results ({settings.label})\n\nCommand: `{command}`\n\n{table}")
+    report.chart(
+        values,
+        servers,
+        stem.with_suffix(".png"),
+        f"oip-asgi vs peers ({settings.label}, medians of {settings.rounds} rounds)",
+    )
+    print("\n" + table)
+    print(f"written: {stem}.json, {stem}.md, {stem}.png", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

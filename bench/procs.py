@@ -1,0 +1,167 @@
+"""Server processes: start pinned in their own session, read CPU and memory from /proc, stop by group."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        # The command name sits in parentheses and may hold spaces: split after the last ")".
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def process_tree(root: int) -> list[int]:
+    children = _children_map()
+    pids, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        pids.append(pid)
+        todo.extend(children.get(pid, []))
+    return pids
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """utime + stime of the given processes (all their threads), in seconds."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / CLOCK_TICKS
+
+
+def wait_idle(pids: Sequence[int], timeout: float = 30.0, window: float = 0.25, busy: float = 0.05) -> None:
+    """Return once the processes use under `busy` of a core over `window` (work left by a finished run)."""
+    deadline = time.perf_counter() + timeout
+    before = cpu_seconds(pids)
+    while time.perf_counter() < deadline:
+        time.sleep(window)
+        after = cpu_seconds(pids)
+        if after - before < busy * window + 1 / CLOCK_TICKS:
+            return
+        before = after
+
+
+def status_kib(pid: int, key: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Reset VmHWM to the current RSS (Linux: write 5 to clear_refs); False where not permitted."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+@dataclass
+class Server:
+    name: str
+    command: list[str]
+    port: int
+    log_path: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+
+    def start(self, core: int) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(self.command)}\n".encode())
+            log.flush()
+            self.started_at = time.perf_counter()
+            self.process = subprocess.Popen(
+                ["taskset", "-c", str(core), *self.command],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+                start_new_session=True,
+            )
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def tree(self) -> list[int]:
+        return process_tree(self.pid)
+
+    def get(self, path: str, timeout: float = 2.0) -> int:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            response.read()
+            return response.status
+        finally:
+            connection.close()
+
+    def wait_until(self, path: str, deadline: float) -> float:
+        """Seconds from process start until `path` answers 200; raises if the server dies or time runs out."""
+        while time.perf_counter() < deadline:
+            if not self.alive():
+                raise RuntimeError(f"{self.name} exited with code {self.process.returncode if self.process else '?'}")
+            try:
+                if self.get(path) == 200:
+                    return time.perf_counter() - self.started_at
+            except OSError:
+                pass
+            time.sleep(0.01)
+        raise TimeoutError(f"{self.name}: {path} not 200 in time")
+
+    def stop(self, grace: float = 8.0) -> None:
+        """SIGTERM the server, then SIGKILL what is left of its process group (children keep the group)."""
+        if self.process is None:
+            return
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+        self.process = None

@@ -1,0 +1,184 @@
+"""Medians over rounds, ratios (ours / each server), the issue's targets, a markdown table and a bar chart."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+Samples = Mapping[str, Mapping[str, Sequence[float]]]  # server -> metric -> one value per round
+Medians = dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    lower_is_better: bool
+    headline: bool = True
+
+
+METRICS = (
+    Metric("W1.cpu_ms_c1", "W1 small JSON: server CPU ms/request (c=1)", True),
+    Metric("W1.rps_c16", "W1 small JSON: req/s (c=16)", False),
+    Metric("W2.mbps_c1", "W2 binary 4 MiB in/out: MB/s (c=1)", False),
+    Metric("W2.mbps_c4", "W2 binary 4 MiB in/out: MB/s (c=4)", False),
+    Metric("W2.cpu_ms_c1", "W2 binary 4 MiB: server CPU ms/request (c=1)", True, headline=False),
+    Metric("W3.cpu_ms_c1", "W3 JSON [1,65536] in/out: server CPU ms/request", True),
+    Metric("W3.rps_c1", "W3 JSON [1,65536]: req/s (c=1)", False, headline=False),
+    Metric("W4.rss_over_payload", "W4 64 MiB binary: (peak RSS - idle) / payload", True),
+    Metric("W5.ready_s", "W5 start to /v2/health/ready 200 (s)", True),
+    Metric("W5.model_ready_s", "W5 start to model ready 200 (s)", True, headline=False),
+    Metric("W5.import_s", "W5 import time (s)", True),
+    Metric("W6.cpu_ms_c1", "W6 classification top-5 of [64,1000]: server CPU ms/request", True),
+    Metric("W6.rps_c1", "W6 classification: req/s (c=1)", False, headline=False),
+    Metric("W7.cpu_ms_c1", "W7 BYTES 1000 x ~100 B binary: server CPU ms/request", True),
+    Metric("W7.rps_c1", "W7 BYTES: req/s (c=1)", False, headline=False),
+)
+PEERS = ("mlserver", "kserve", "pytriton")
+
+
+def medians(samples: Samples) -> Medians:
+    return {
+        server: {metric: statistics.median(values) for metric, values in by_metric.items() if values}
+        for server, by_metric in samples.items()
+    }
+
+
+def ratio(values: Medians, metric: str, other: str) -> float | None:
+    ours, theirs = values.get("ours", {}).get(metric), values.get(other, {}).get(metric)
+    if ours is None or not theirs:
+        return None
+    return ours / theirs
+
+
+@dataclass(frozen=True)
+class Target:
+    text: str
+    measured: str
+    met: bool | None
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    return f"{value:.{digits}g}"
+
+
+def targets(values: Medians, classification_source: str | None) -> list[Target]:
+    found: list[Target] = []
+
+    def check(
+        text: str, value: float | None, limit: float, at_most: bool, unit: str = "x", strict: bool = False
+    ) -> None:
+        if value is None:
+            met = None
+        elif at_most:
+            met = value < limit if strict else value <= limit
+        else:
+            met = value > limit if strict else value >= limit
+        found.append(Target(text, "-" if value is None else f"{_fmt(value)}{unit}", met))
+
+    check("W1 CPU/request <= 1.5x floor", ratio(values, "W1.cpu_ms_c1", "floor"), 1.5, True)
+    check("W1 CPU/request <= 1/3 of MLServer", ratio(values, "W1.cpu_ms_c1", "mlserver"), 1 / 3, True)
+    check("W1 req/s at c=16 >= 0.7x floor", ratio(values, "W1.rps_c16", "floor"), 0.7, False)
+    for c in (1, 4):
+        check(f"W2 MB/s at c={c} >= 0.9x echo floor", ratio(values, f"W2.mbps_c{c}", "floor"), 0.9, False)
+        check(f"W2 MB/s at c={c} > PyTriton", ratio(values, f"W2.mbps_c{c}", "pytriton"), 1.0, False, strict=True)
+    peers = [values[p]["W3.cpu_ms_c1"] for p in PEERS if "W3.cpu_ms_c1" in values.get(p, {})]
+    ours_w3 = values.get("ours", {}).get("W3.cpu_ms_c1")
+    best = min(peers) if peers else None
+    check(
+        "W3 CPU/request <= 1/2 of the best peer's", None if ours_w3 is None or not best else ours_w3 / best, 0.5, True
+    )
+    check("W4 (peak RSS - idle) / payload <= 1.5", values.get("ours", {}).get("W4.rss_over_payload"), 1.5, True, "")
+    check("W5 start to ready <= 1.3x floor", ratio(values, "W5.ready_s", "floor"), 1.3, True)
+    ours_import, base_import = values.get("ours", {}).get("W5.import_s"), values.get("floor", {}).get("W5.import_s")
+    extra_ms = None if ours_import is None or base_import is None else (ours_import - base_import) * 1000
+    check("W5 `import oip_asgi` <= 50 ms over starlette+numpy+msgspec", extra_ms, 50, True, " ms")
+    if classification_source is not None:
+        # A static look at the core: partial selection (np.partition / np.argpartition) must be there.
+        partial = "partition(" in classification_source
+        detail = "partial selection (partition) in oip_asgi/_classification.py" if partial else "no partition call"
+        found.append(Target("W6 top-k by partial selection, no full sort of the class axis", detail, partial))
+    return found
+
+
+def markdown(
+    values: Medians,
+    servers: Sequence[str],
+    rounds: int,
+    goals: Sequence[Target],
+    errors: Mapping[str, Mapping[str, str]],
+) -> str:
+    others = [s for s in servers if s != "ours"]
+    head = ["metric", "better", *servers, *[f"ours/{s}" for s in others]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for metric in METRICS:
+        row = [metric.label, "lower" if metric.lower_is_better else "higher"]
+        for server in servers:
+            value = values.get(server, {}).get(metric.key)
+            row.append(
+                _fmt(value) if value is not None else ("error" if _error_for(errors, server, metric.key) else "-")
+            )
+        row.extend(
+            _fmt(ratio(values, metric.key, other)) + ("x" if ratio(values, metric.key, other) else "")
+            for other in others
+        )
+        lines.append("| " + " | ".join(row) + " |")
+    out = [
+        f"Medians of {rounds} interleaved round(s); ratios are ours / that server, from the same run.",
+        "",
+        *lines,
+        "",
+    ]
+    out += ["| target (issue 4) | measured | met |", "|---|---|---|"]
+    out += [f"| {t.text} | {t.measured} | {'n/a' if t.met is None else ('yes' if t.met else 'NO')} |" for t in goals]
+    if any(errors.values()):
+        out += ["", "| server | workload | not measured because |", "|---|---|---|"]
+        for server in servers:
+            for workload, reason in sorted(errors.get(server, {}).items()):
+                out.append(f"| {server} | {workload} | {reason.replace('|', '/')[:300]} |")
+    return "\n".join(out) + "\n"
+
+
+def _error_for(errors: Mapping[str, Mapping[str, str]], server: str, metric: str) -> bool:
+    workload = metric.split(".")[0]
+    return any(key == workload or key == "server" for key in errors.get(server, {}))
+
+
+def chart(values: Medians, servers: Sequence[str], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [m for m in METRICS if m.headline]
+    columns = 4
+    rows = -(-len(shown) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.3 * rows))
+    colors = {"floor": "#9e9e9e", "ours": "#1f77b4", "mlserver": "#ff7f0e", "kserve": "#2ca02c", "pytriton": "#d62728"}
+    for axis, metric in zip(axes.ravel(), shown, strict=False):
+        heights = [values.get(s, {}).get(metric.key, 0.0) for s in servers]
+        bars = axis.bar(servers, heights, color=[colors.get(s, "#555555") for s in servers])
+        for bar, server, height in zip(bars, servers, heights, strict=False):
+            text = _fmt(height) if metric.key in values.get(server, {}) else "n/a"
+            axis.annotate(text, (bar.get_x() + bar.get_width() / 2, height), ha="center", va="bottom", fontsize=8)
+        axis.set_title(metric.label + (" ↓" if metric.lower_is_better else " ↑"), fontsize=8.5, wrap=True)
+        axis.tick_params(axis="x", labelsize=8, rotation=20)
+        axis.tick_params(axis="y", labelsize=7)
+        axis.margins(y=0.18)
+    for axis in axes.ravel()[len(shown) :]:
+        axis.axis("off")
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

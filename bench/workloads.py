@@ -1,0 +1,299 @@
+"""The workloads: deterministic request bodies written to files, and checks of the answers."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+SEED = 20240404
+JSON = "application/json"
+OCTETS = "application/octet-stream"
+HEADER_LENGTH = "inference-header-content-length"
+
+
+@dataclass(frozen=True)
+class Workload:
+    key: str
+    title: str
+    model: str
+    body_path: Path
+    content_type: str
+    header_length: int | None
+    payload_bytes: int
+    check: Callable[[dict[str, str], bytes], str | None]
+    concurrency: tuple[int, ...]
+    floor_model: str | None = None
+
+
+def float32_json(values: np.ndarray) -> str:
+    # str() of a numpy float32 is its shortest round-tripping form: 0.1, not 0.10000000149011612.
+    return "[" + ",".join(str(v) for v in values.astype(np.float32).ravel()) + "]"
+
+
+def json_request(name: str, array: np.ndarray, outputs: str = "") -> bytes:
+    shape = json.dumps(list(array.shape))
+    tensor = f'{{"name":"{name}","shape":{shape},"datatype":"FP32","data":{float32_json(array)}}}'
+    return f'{{"inputs":[{tensor}]{outputs}}}'.encode()
+
+
+def binary_request(
+    name: str, datatype: str, shape: list[int], raw: bytes, outputs: list[dict[str, object]]
+) -> tuple[bytes, int]:
+    header = {
+        "inputs": [{"name": name, "shape": shape, "datatype": datatype, "parameters": {"binary_data_size": len(raw)}}],
+        "outputs": outputs,
+    }
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    return encoded + raw, len(encoded)
+
+
+def serialize_bytes(items: list[bytes]) -> bytes:
+    return b"".join(struct.pack("<I", len(item)) + item for item in items)
+
+
+def split_response(headers: dict[str, str], body: bytes) -> tuple[dict[str, object], list[bytes]]:
+    """The JSON part of an answer and the binary buffers of its outputs, in output order."""
+    length = headers.get(HEADER_LENGTH)
+    json_part, rest = (body[: int(length)], body[int(length) :]) if length is not None else (body, b"")
+    document = json.loads(json_part)
+    buffers, offset = [], 0
+    for output in document.get("outputs", []):
+        size = (output.get("parameters") or {}).get("binary_data_size")
+        if size is not None:
+            buffers.append(rest[offset : offset + size])
+            offset += size
+    return document, buffers
+
+
+def _single_output(document: dict[str, object], datatype: str, shape: list[int]) -> dict[str, object] | str:
+    outputs = document.get("outputs")
+    if not isinstance(outputs, list) or len(outputs) != 1:
+        return f"expected one output, got {str(outputs)[:200]}"
+    output = outputs[0]
+    if output.get("name") != "x" or output.get("datatype") != datatype or output.get("shape") != shape:
+        return f"expected x {datatype} {shape}, got {output.get('name')} {output.get('datatype')} {output.get('shape')}"
+    return output
+
+
+def check_json_identity(array: np.ndarray) -> Callable[[dict[str, str], bytes], str | None]:
+    def check(headers: dict[str, str], body: bytes) -> str | None:
+        document, _ = split_response(headers, body)
+        output = _single_output(document, "FP32", list(array.shape))
+        if isinstance(output, str):
+            return output
+        got = np.asarray(output.get("data"), dtype=np.float64).astype(np.float32).reshape(array.shape)
+        return None if np.array_equal(got, array) else "data differs from the input"
+
+    return check
+
+
+def check_binary_identity(datatype: str, shape: list[int], raw: bytes) -> Callable[[dict[str, str], bytes], str | None]:
+    def check(headers: dict[str, str], body: bytes) -> str | None:
+        document, buffers = split_response(headers, body)
+        output = _single_output(document, datatype, shape)
+        if isinstance(output, str):
+            return output
+        if len(buffers) != 1:
+            return "output is not binary"
+        return None if buffers[0] == raw else "binary data differs from the input"
+
+    return check
+
+
+def check_classification(array: np.ndarray, k: int) -> Callable[[dict[str, str], bytes], str | None]:
+    top = [set(row) for row in np.argpartition(-array, k - 1, axis=1)[:, :k].tolist()]
+
+    def check(headers: dict[str, str], body: bytes) -> str | None:
+        document, buffers = split_response(headers, body)
+        output = _single_output(document, "BYTES", [array.shape[0], k])
+        if isinstance(output, str):
+            return output
+        data = output.get("data")
+        if not isinstance(data, list) or len(data) != array.shape[0] * k:
+            return f"expected {array.shape[0] * k} JSON strings, got {str(data)[:200]}"
+        got = [
+            {int(str(item).split(":")[1]) for item in data[row * k : (row + 1) * k]} for row in range(array.shape[0])
+        ]
+        return None if got == top else "top-k indices differ from argpartition's"
+
+    return check
+
+
+def check_echo(body_sent: bytes) -> Callable[[dict[str, str], bytes], str | None]:
+    def check(headers: dict[str, str], body: bytes) -> str | None:
+        return None if body == body_sent else "echo differs from the request"
+
+    return check
+
+
+def check_fixed(expected: bytes) -> Callable[[dict[str, str], bytes], str | None]:
+    def check(headers: dict[str, str], body: bytes) -> str | None:
+        return None if body == expected else "fixed response differs"
+
+    return check
+
+
+@dataclass(frozen=True)
+class Bodies:
+    workloads: dict[str, Workload]
+    fixed_response: Path
+    w4: Workload
+
+
+def build(directory: Path, w4_elements: int = 16 * 1024 * 1024) -> Bodies:
+    """Write every request body under `directory` (same seed, same bytes on every run)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(SEED)
+    workloads: dict[str, Workload] = {}
+
+    def add(workload: Workload, body: bytes) -> None:
+        workload.body_path.write_bytes(body)
+        workloads[workload.key] = workload
+
+    w1 = rng.standard_normal((1, 16)).astype(np.float32)
+    body = json_request("x", w1)
+    add(
+        Workload(
+            "W1",
+            "small JSON FP32 [1,16]",
+            "identity",
+            directory / "w1.json",
+            JSON,
+            None,
+            w1.nbytes,
+            check_json_identity(w1),
+            (1, 16),
+            floor_model="fixed",
+        ),
+        body,
+    )
+    output = f'{{"name":"x","datatype":"FP32","shape":[1,16],"data":{float32_json(w1)}}}'
+    fixed = f'{{"model_name":"identity","model_version":"1","outputs":[{output}]}}'
+    fixed_path = directory / "w1_response.json"
+    fixed_path.write_bytes(fixed.encode())
+
+    w2 = rng.standard_normal((1, 1024 * 1024)).astype(np.float32)
+    body, length = binary_request(
+        "x", "FP32", list(w2.shape), w2.tobytes(), [{"name": "x", "parameters": {"binary_data": True}}]
+    )
+    add(
+        Workload(
+            "W2",
+            "binary FP32 [1,1048576] in/out",
+            "identity",
+            directory / "w2.bin",
+            OCTETS,
+            length,
+            w2.nbytes,
+            check_binary_identity("FP32", list(w2.shape), w2.tobytes()),
+            (1, 4),
+            floor_model="echo",
+        ),
+        body,
+    )
+
+    w3 = rng.standard_normal((1, 65536)).astype(np.float32)
+    body = json_request("x", w3)
+    add(
+        Workload(
+            "W3",
+            "JSON FP32 [1,65536] in/out",
+            "identity",
+            directory / "w3.json",
+            JSON,
+            None,
+            w3.nbytes,
+            check_json_identity(w3),
+            (1,),
+            floor_model="echo",
+        ),
+        body,
+    )
+
+    w6 = rng.standard_normal((64, 1000)).astype(np.float32)
+    body, length = binary_request(
+        "x", "FP32", list(w6.shape), w6.tobytes(), [{"name": "x", "parameters": {"classification": 5}}]
+    )
+    add(
+        Workload(
+            "W6",
+            "classification top-5 of [64,1000] FP32 (binary in)",
+            "identity",
+            directory / "w6.bin",
+            OCTETS,
+            length,
+            w6.nbytes,
+            check_classification(w6, 5),
+            (1,),
+        ),
+        body,
+    )
+
+    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", dtype=np.uint8)
+    strings = [alphabet[rng.integers(0, len(alphabet), int(n))].tobytes() for n in rng.integers(90, 111, 1000)]
+    raw = serialize_bytes(strings)
+    body, length = binary_request("x", "BYTES", [1, 1000], raw, [{"name": "x", "parameters": {"binary_data": True}}])
+    add(
+        Workload(
+            "W7",
+            "BYTES 1000 x ~100 B, binary in/out",
+            "identity_bytes",
+            directory / "w7.bin",
+            OCTETS,
+            length,
+            len(raw),
+            check_binary_identity("BYTES", [1, 1000], raw),
+            (1,),
+        ),
+        body,
+    )
+
+    # W4 is one request, sent by the harness itself rather than wrk; its array is written in slices.
+    w4_path = directory / "w4.bin"
+    w4_rng = np.random.default_rng(SEED + 4)
+    header = {
+        "inputs": [
+            {
+                "name": "x",
+                "shape": [1, w4_elements],
+                "datatype": "FP32",
+                "parameters": {"binary_data_size": w4_elements * 4},
+            }
+        ],
+        "outputs": [{"name": "x", "parameters": {"binary_data": True}}],
+    }
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    with w4_path.open("wb") as file:
+        file.write(encoded)
+        file.write(w4_rng.standard_normal(w4_elements, dtype=np.float32).tobytes())
+    w4 = Workload(
+        "W4",
+        "one 64 MiB binary FP32 identity request",
+        "identity",
+        w4_path,
+        OCTETS,
+        len(encoded),
+        w4_elements * 4,
+        lambda headers, body: None,
+        (1,),
+        floor_model="echo",
+    )
+    return Bodies(workloads, fixed_path, w4)
+
+
+def check_w4(workload: Workload, headers: dict[str, str], body: bytes, sent: bytes) -> str | None:
+    """Identity over 64 MiB: the answer's binary buffer must equal the request's."""
+    assert workload.header_length is not None
+    raw = memoryview(sent)[workload.header_length :]
+    document, buffers = split_response(headers, body)
+    output = _single_output(document, "FP32", [1, workload.payload_bytes // 4])
+    if isinstance(output, str):
+        return output
+    if len(buffers) != 1:
+        return "output is not binary"
+    return None if buffers[0] == raw else "binary data differs from the input"
