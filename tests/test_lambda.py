@@ -400,8 +400,9 @@ def test_rest_stage_exact_prefix_is_not_redirected(handler: oip_asgi_lambda.OIPH
     assert "location" not in response_headers(response)
 
 
-def test_api_gateway_base_path_of_a_custom_domain() -> None:
-    handler = oip_asgi_lambda.handler(models, api_gateway_base_path="/inference")
+@pytest.mark.parametrize("base_path", ["/inference", "inference", "/inference/"])
+def test_api_gateway_base_path_of_a_custom_domain(base_path: str) -> None:
+    handler = oip_asgi_lambda.handler(models, api_gateway_base_path=base_path, preload=False)
     # https://api.example.com/inference/v2/... through a base path mapping
     response = handler(rest_event("GET", "/inference/v2/models/simple"), CONTEXT)
     assert response["statusCode"] == 200, response

@@ -23,7 +23,8 @@ from oip_asgi import OIPApp, oip_app
 # Lambda refuses a synchronous event over 6 MiB before the function runs, and a body travels in it
 # as base64 (4/3 larger): 4.4 MiB of raw body leaves ~130 KiB of the event for headers and context.
 MAX_BODY_SIZE = 4_613_734
-# Lambda's response limit is 6,291,556 bytes; an ALB takes at most 1 MB of response JSON.
+# Lambda returns at most 6,291,556 bytes (checked against 6 MiB, a little under); an ALB passes on
+# at most 1 MB of response JSON.
 _RESPONSE_LIMIT = 6 * 2**20
 _ALB_RESPONSE_LIMIT = 2**20
 
@@ -55,7 +56,7 @@ class OIPHandler(Mangum):
         # Mangum would run lifespan startup again on every invocation (Kludex/mangum#342): models
         # load here instead, in Lambda's init phase, or lazily once on first use.
         super().__init__(
-            _Front(app, prefix=prefix, base_path=api_gateway_base_path.rstrip("/"), max_body_size=max_body_size),
+            _Front(app, prefix=prefix, base_path=_base_path(api_gateway_base_path), max_body_size=max_body_size),
             lifespan="off",
             text_mime_types=text_mime_types,
             exclude_headers=exclude_headers,
@@ -122,6 +123,11 @@ def handler(
         text_mime_types=text_mime_types,
         exclude_headers=exclude_headers,
     )
+
+
+def _base_path(path: str) -> str:
+    # As Mangum reads it: "inference", "/inference" and "/inference/" are the same mapping.
+    return f"/{path.strip('/')}" if path.strip("/") else ""
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
