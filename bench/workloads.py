@@ -7,6 +7,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ def serialize_bytes(items: list[bytes]) -> bytes:
     return b"".join(struct.pack("<I", len(item)) + item for item in items)
 
 
-def split_response(headers: dict[str, str], body: bytes) -> tuple[dict[str, object], list[bytes]]:
+def split_response(headers: dict[str, str], body: bytes) -> tuple[dict[str, Any], list[bytes]]:
     """The JSON part of an answer and the binary buffers of its outputs, in output order."""
     length = headers.get(HEADER_LENGTH)
     json_part, rest = (body[: int(length)], body[int(length) :]) if length is not None else (body, b"")
@@ -70,11 +71,11 @@ def split_response(headers: dict[str, str], body: bytes) -> tuple[dict[str, obje
     return document, buffers
 
 
-def _single_output(document: dict[str, object], datatype: str, shape: list[int]) -> dict[str, object] | str:
+def _single_output(document: dict[str, Any], datatype: str, shape: list[int]) -> dict[str, Any] | str:
     outputs = document.get("outputs")
-    if not isinstance(outputs, list) or len(outputs) != 1:
+    if not isinstance(outputs, list) or len(outputs) != 1 or not isinstance(outputs[0], dict):
         return f"expected one output, got {str(outputs)[:200]}"
-    output = outputs[0]
+    output: dict[str, Any] = outputs[0]
     if output.get("name") != "x" or output.get("datatype") != datatype or output.get("shape") != shape:
         return f"expected x {datatype} {shape}, got {output.get('name')} {output.get('datatype')} {output.get('shape')}"
     return output

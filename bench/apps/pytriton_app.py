@@ -13,11 +13,12 @@ import threading
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
 
 
-def identity(requests: list[Any]) -> list[dict[str, np.ndarray]]:
+def identity(requests: list[Any]) -> list[dict[str, npt.NDArray[Any]]]:
     return [{name: request[name] for name in request} for request in requests]
 
 
@@ -44,7 +45,7 @@ def main() -> None:
                 infer_func=identity,
                 inputs=[Tensor(name="x", dtype=dtype, shape=(-1,))],
                 outputs=[Tensor(name="x", dtype=dtype, shape=(-1,))],
-                config=ModelConfig(batching=True, max_batch_size=64, batcher=None),  # type: ignore[arg-type]
+                config=ModelConfig(batching=True, max_batch_size=64, batcher=None),
             )
         triton.run()
         # Triton.serve() only notices SIGINT at its monitoring period; stop on SIGTERM/SIGINT at once.
