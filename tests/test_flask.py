@@ -140,15 +140,10 @@ def test_an_existing_oip_app_is_served_and_the_prefix_checked() -> None:
         OIP(models=served, prefix="/v2/")
 
 
-def test_the_wsgi_bridges_of_flask_and_django_are_the_same_code() -> None:
-    adapters = ROOT / "adapters"
-    assert (adapters / "oip_asgi_flask/_wsgi.py").read_text() == (adapters / "oip_asgi_django/_wsgi.py").read_text()
-
-
 FORK_CHILD = """
 import os, signal, sys, wsgiref.util
 from oip_asgi import oip_app
-from oip_asgi_flask._wsgi import WSGIBridge
+from oip_asgi_wsgi import WSGIBridge
 
 bridge = WSGIBridge(oip_app({"m": lambda X: X}))
 

@@ -7,8 +7,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from oip_asgi import OIPApp, oip_app
-
-from ._wsgi import WSGIBridge
+from oip_asgi_wsgi import WSGIBridge
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication

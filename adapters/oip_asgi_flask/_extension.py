@@ -7,8 +7,7 @@ from flask import Flask
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from oip_asgi import OIPApp, oip_app
-
-from ._wsgi import WSGIBridge
+from oip_asgi_wsgi import WSGIBridge
 
 
 class OIP:

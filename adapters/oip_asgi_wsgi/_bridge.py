@@ -1,8 +1,4 @@
-"""An OIP app as a WSGI application, through a2wsgi.
-
-Keep this module identical to ``oip_asgi_flask/_wsgi.py``: each adapter ships on its own, so each
-carries its copy (tests/test_flask.py checks that they match).
-"""
+"""An OIP app as a WSGI application, through a2wsgi (shared by the Django and Flask adapters)."""
 
 from __future__ import annotations
 
