@@ -339,7 +339,7 @@ def write_results(
         values,
         servers,
         stem.with_suffix(".png"),
-        f"oip-asgi vs peers ({settings.label}, medians of {settings.rounds} rounds)",
+        f"oip-asgi vs peers ({settings.label}, medians of {settings.rounds} round(s))",
     )
     print("\n" + table)
     print(f"written: {stem}.json, {stem}.md, {stem}.png", flush=True)

@@ -170,12 +170,18 @@ def chart(values: Medians, servers: Sequence[str], path: Path, title: str) -> No
         heights = [values.get(s, {}).get(metric.key, 0.0) for s in servers]
         bars = axis.bar(servers, heights, color=[colors.get(s, "#555555") for s in servers])
         for bar, server, height in zip(bars, servers, heights, strict=False):
-            text = _fmt(height) if metric.key in values.get(server, {}) else "n/a"
-            axis.annotate(text, (bar.get_x() + bar.get_width() / 2, height), ha="center", va="bottom", fontsize=8)
+            middle = bar.get_x() + bar.get_width() / 2
+            if metric.key in values.get(server, {}):
+                axis.annotate(_fmt(height), (middle, height), ha="center", va="bottom", fontsize=8)
+            else:
+                axis.text(middle, 0.02, "n/a", transform=axis.get_xaxis_transform(), ha="center", fontsize=8)
         axis.set_title(metric.label + (" ↓" if metric.lower_is_better else " ↑"), fontsize=8.5, wrap=True)
+        present = [h for h in heights if h > 0]
+        if present and max(present) / min(present) > 30:
+            axis.set_yscale("log")  # peers differ by orders of magnitude here; the labels carry the values
         axis.tick_params(axis="x", labelsize=8, rotation=20)
         axis.tick_params(axis="y", labelsize=7)
-        axis.margins(y=0.18)
+        axis.margins(y=0.25)
     for axis in axes.ravel()[len(shown) :]:
         axis.axis("off")
     figure.suptitle(title, fontsize=10)
