@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -306,6 +307,14 @@ def machine() -> dict[str, object]:
     }
 
 
+def git_commit() -> str:
+    done = subprocess.run(
+        ["git", "-C", str(envs.ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    return done.stdout.strip() or "unknown"
+
+
 def write_results(
     settings: Settings, run: Run, versions: dict[str, dict[str, str]], argv: list[str], elapsed: float
 ) -> None:
@@ -318,6 +327,7 @@ def write_results(
     stem = settings.results / settings.label
     document = {
         "command": command,
+        "commit": git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "elapsed_s": round(elapsed, 1),
         "settings": {"rounds": settings.rounds, "seconds": settings.seconds, "warmup": settings.warmup,
