@@ -8,7 +8,7 @@ from starlette.applications import Starlette
 from starlette.routing import Match, Mount
 from starlette.types import Scope
 
-from ._app import OIPApp, oip_app
+from ._app import OIPApp, oip_app, route_path
 from ._models import ModelsArgument
 
 
@@ -22,9 +22,7 @@ class OIPMount(Mount):
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] == "http":
             root_path = scope.get("root_path", "")
-            path = scope["path"]
-            route_path = path[len(root_path) :] if root_path and path.startswith(root_path) else path
-            if route_path == self.path:
+            if route_path(scope) == self.path:
                 return Match.FULL, {
                     "path_params": dict(scope.get("path_params", {})),
                     "app_root_path": scope.get("app_root_path", root_path),

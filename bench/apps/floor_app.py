@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import uvicorn
+from _uvicorn import serve  # a sibling: the apps run as scripts
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -47,16 +47,7 @@ def main() -> None:
     parser.add_argument("--fixed-response", type=Path, required=True)
     args = parser.parse_args()
     app = build(args.fixed_response.read_bytes())
-    uvicorn.run(
-        app,
-        host="127.0.0.1",
-        port=args.port,
-        loop="uvloop",
-        http="httptools",
-        workers=1,
-        log_level="warning",
-        access_log=False,
-    )
+    serve(app, args.port)
 
 
 if __name__ == "__main__":

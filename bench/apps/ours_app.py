@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import uvicorn
+from _uvicorn import serve  # a sibling: the apps run as scripts
 from starlette.applications import Starlette
 
 import oip_asgi
@@ -21,16 +21,7 @@ def main() -> None:
     args = parser.parse_args()
     app = Starlette()
     oip_asgi.mount(app, {"identity": identity, "identity_bytes": identity}, path="/v2")
-    uvicorn.run(
-        app,
-        host="127.0.0.1",
-        port=args.port,
-        loop="uvloop",
-        http="httptools",
-        workers=1,
-        log_level="warning",
-        access_log=False,
-    )
+    serve(app, args.port)
 
 
 if __name__ == "__main__":
