@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ._errors import BadRequest
-from ._shortest import shortest_doubles
+from ._numbers import number_texts
 
 
 def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
@@ -37,12 +37,6 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     return np.take_along_axis(indices, k - 1 - order, axis=-1).reshape(*scores.shape[:-1], k)
 
 
-def _value_texts(values: np.ndarray) -> list[str]:
-    if values.dtype.kind == "f" and values.dtype.itemsize < 8:
-        return [repr(value) for value in shortest_doubles(values).tolist()]
-    return [repr(value) for value in values.ravel().tolist()]
-
-
 def classify(name: str, scores: np.ndarray, datatype: str, k: int, labels: Sequence[str] | None) -> np.ndarray:
     """The BYTES tensor replacing `scores`: its last axis becomes the top `k` classes."""
     if datatype in ("BOOL", "BYTES"):
@@ -51,7 +45,7 @@ def classify(name: str, scores: np.ndarray, datatype: str, k: int, labels: Seque
         raise BadRequest(f"output '{name}' has shape {list(scores.shape)}, which has no classes to rank")
     indices = top_k_indices(scores, k)
     values = np.take_along_axis(scores, indices, axis=-1)
-    texts = _value_texts(values)
+    texts = number_texts(values)
     flat_indices = indices.ravel().tolist()
     result = np.empty(len(texts), dtype=object)
     for position, (text, index) in enumerate(zip(texts, flat_indices, strict=True)):

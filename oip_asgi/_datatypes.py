@@ -60,9 +60,10 @@ def datatype_of(dtype: np.dtype) -> str | None:
     """The protocol datatype of a numpy dtype, or None when the protocol has none for it."""
     if dtype.kind in "OSU":
         return "BYTES"
-    if dtype.name == "bfloat16":
+    datatype = _DATATYPE_OF_KIND.get((dtype.kind, dtype.itemsize))
+    if datatype is None and dtype.name == "bfloat16":  # ml_dtypes' bfloat16 is a "V" kind
         return "BF16"
-    return _DATATYPE_OF_KIND.get((dtype.kind, dtype.itemsize))
+    return datatype
 
 
 def element_size(datatype: str) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._datatypes import datatype_of, element_size, numpy_dtype
 from ._errors import BadRequest
-from ._shortest import shortest_doubles
+from ._numbers import json_numbers
 
 _LENGTH = struct.Struct("<I")
 
@@ -198,8 +198,8 @@ def _as_bytes_array(name: str, array: np.ndarray) -> np.ndarray:
     return result.reshape(array.shape)
 
 
-def json_data(name: str, array: np.ndarray, datatype: str) -> list[Any]:
-    """The flat JSON ``data`` list of an output; raises BadRequest when JSON cannot carry it."""
+def json_data(name: str, array: np.ndarray, datatype: str) -> list[str] | msgspec.Raw:
+    """The flat JSON ``data`` of an output; raises BadRequest when JSON cannot carry it."""
     if datatype == "BYTES":
         try:
             return [item.decode() for item in array.ravel().tolist()]
@@ -209,14 +209,9 @@ def json_data(name: str, array: np.ndarray, datatype: str) -> list[Any]:
             ) from None
     if datatype == "BF16":
         raise BadRequest(f"output '{name}' is BF16, which has no JSON form; request it as binary data")
-    if array.dtype.kind == "f":
-        if not np.isfinite(array).all():
-            raise BadRequest(
-                f"output '{name}' holds NaN or infinity, which JSON cannot carry; request it as binary data"
-            )
-        if array.dtype.itemsize < 8:
-            return shortest_doubles(array).tolist()  # type: ignore[no-any-return]
-    return array.ravel().tolist()
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise BadRequest(f"output '{name}' holds NaN or infinity, which JSON cannot carry; request it as binary data")
+    return msgspec.Raw(json_numbers(array))
 
 
 def binary_chunks(array: np.ndarray, datatype: str) -> tuple[int, list[bytes | memoryview]]:

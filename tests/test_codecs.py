@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 from starlette.applications import Starlette
 
 from oip_asgi import mount
-from oip_asgi._shortest import shortest_doubles
+from oip_asgi._numbers import number_texts
 
 from ._client import as_array, binary_outputs, binary_request, bytes_tensor, client, split_response
 
@@ -96,7 +97,23 @@ def _is_utf8(item: bytes) -> bool:
     return True
 
 
-@given(hnp.arrays(st.sampled_from([np.dtype("f2"), np.dtype("f4")]), hnp.array_shapes(max_dims=1, max_side=50)))
-def test_shortest_text_is_numpys_shortest_repr(values: np.ndarray) -> None:
-    finite = values[np.isfinite(values)]
-    assert shortest_doubles(finite).tolist() == finite.astype(str).astype(np.float64).tolist()
+def _same_numbers(texts: list[str], values: np.ndarray) -> bool:
+    # numpy's str() of a scalar is the shortest text that round-trips at the scalar's own precision.
+    return [Decimal(text) for text in texts] == [Decimal(str(value)) for value in values]
+
+
+def test_every_finite_float16_prints_as_its_shortest_text() -> None:
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    finite = every[np.isfinite(every)]
+    assert _same_numbers(number_texts(finite), finite)
+
+
+@given(
+    hnp.arrays(
+        st.sampled_from([np.dtype(name) for name in ("f2", "f4", "f8", "i1", "u2", "i8", "u8")]),
+        hnp.array_shapes(max_dims=2, max_side=50),
+        elements={"allow_nan": False, "allow_infinity": False},
+    )
+)
+def test_numbers_print_at_their_own_precision(values: np.ndarray) -> None:
+    assert _same_numbers(number_texts(values), values.reshape(-1))
