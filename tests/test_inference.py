@@ -115,7 +115,8 @@ async def test_float32_prints_as_float32_and_nested_data_is_accepted() -> None:
         ("INT32", [1.5, 2], "Expected `int`, got `float`"),
         ("INT32", [True, 2], "Expected `int`, got `bool`"),
         ("BOOL", [1, 0], "Expected `bool`, got `int`"),
-        ("FP32", [1e39, 0], "<= 3.4028234663852886e+38"),
+        ("FP32", [0, 1e39], "1e+39 at `$.data[1]` is out of range for FP32"),
+        ("FP16", [65520, 0], "65520.0 at `$.data[0]` is out of range for FP16"),
         ("FP32", ["NaN", 0], "Expected `float`, got `str`"),
         ("BYTES", [1, 2], "Expected `str`, got `int`"),
         ("FP32", [1.0], "data has 1 elements, shape [2] needs 2"),
@@ -129,6 +130,17 @@ async def test_wrong_json_elements_are_400_naming_the_tensor(datatype: str, data
         response = await http.post("/v2/models/echo/infer", json=body)
     assert response.status_code == 400
     assert "input 't'" in response.json()["error"] and message in response.json()["error"]
+
+
+async def test_floats_are_in_range_when_they_round_to_a_finite_value() -> None:
+    # The largest float32 prints as 3.4028235e+38, a little above it as a double; it must read back.
+    body = {"inputs": [{"name": "t", "shape": [3], "datatype": "FP16", "data": [65519, -65504, 1e-8]}]}
+    wide = {"inputs": [{"name": "t", "shape": [2], "datatype": "FP32", "data": [3.4028235e38, -3.4028235e38]}]}
+    async with client(identity_app()) as http:
+        half = (await http.post("/v2/models/echo/infer", json=body)).json()["outputs"][0]
+        single = (await http.post("/v2/models/echo/infer", json=wide)).json()["outputs"][0]
+    assert np.array(half["data"], dtype=np.float16).tolist() == [65504.0, -65504.0, 0.0]
+    assert np.array(single["data"], dtype=np.float32).tolist() == [np.finfo(np.float32).max, np.finfo(np.float32).min]
 
 
 async def test_ragged_nested_data_is_400() -> None:
