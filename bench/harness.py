@@ -75,6 +75,8 @@ def post(port: int, path: str, workload: Workload, body: bytes) -> tuple[int, di
 
 
 def model_path(server: str, workload: Workload) -> str | None:
+    if workload.ours_only and server not in ("ours", "floor"):
+        return None
     model = workload.floor_model if server == "floor" else workload.model
     return None if model is None else f"/v2/models/{model}/infer"
 
@@ -238,7 +240,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--servers", default=",".join(envs.ORDER), help="comma-separated subset of " + ",".join(envs.ORDER)
     )
-    parser.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7", help="comma-separated subset")
+    parser.add_argument("--workloads", default="W1,W1s,W2,W3,W4,W5,W6,W7", help="comma-separated subset")
     parser.add_argument(
         "--ours-python", type=Path, help="run ours and the floor with this interpreter instead of a venv"
     )

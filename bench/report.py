@@ -22,6 +22,8 @@ class Metric:
 METRICS = (
     Metric("W1.cpu_ms_c1", "W1 small JSON: server CPU ms/request (c=1)", True),
     Metric("W1.rps_c16", "W1 small JSON: req/s (c=16)", False),
+    Metric("W1s.cpu_ms_c1", "W1s the same, sync model (worker thread): CPU ms/request (c=1)", True, headline=False),
+    Metric("W1s.rps_c16", "W1s the same, sync model: req/s (c=16)", False, headline=False),
     Metric("W2.mbps_c1", "W2 binary 4 MiB in/out: MB/s (c=1)", False),
     Metric("W2.mbps_c4", "W2 binary 4 MiB in/out: MB/s (c=4)", False),
     Metric("W2.cpu_ms_c1", "W2 binary 4 MiB: server CPU ms/request (c=1)", True, headline=False),

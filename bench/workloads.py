@@ -29,6 +29,7 @@ class Workload:
     check: Callable[[dict[str, str], bytes], str | None]
     concurrency: tuple[int, ...]
     floor_model: str | None = None
+    ours_only: bool = False  # a variant of ours (W1s: a sync model); the peers are not asked
 
 
 def float32_json(values: np.ndarray) -> str:
@@ -170,6 +171,23 @@ def build(directory: Path, w4_elements: int = 16 * 1024 * 1024) -> Bodies:
             check_json_identity(w1),
             (1, 16),
             floor_model="fixed",
+        ),
+        body,
+    )
+    # The same request to a plain sync function: the cost of running it in a worker thread.
+    add(
+        Workload(
+            "W1s",
+            "small JSON FP32 [1,16], sync model",
+            "identity_sync",
+            directory / "w1.json",
+            JSON,
+            None,
+            w1.nbytes,
+            check_json_identity(w1),
+            (1, 16),
+            floor_model="fixed",
+            ours_only=True,
         ),
         body,
     )

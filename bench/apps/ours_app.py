@@ -11,8 +11,13 @@ from starlette.applications import Starlette
 import oip_asgi
 
 
-def identity(**inputs: Any) -> dict[str, Any]:
+async def identity(**inputs: Any) -> dict[str, Any]:
+    # Async, as the peers' identities are (`async def predict` in MLServer and KServe): it runs on the loop.
     return inputs
+
+
+def identity_sync(**inputs: Any) -> dict[str, Any]:
+    return inputs  # a plain function runs in a worker thread (W1s measures that hop)
 
 
 def main() -> None:
@@ -20,7 +25,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     app = Starlette()
-    oip_asgi.mount(app, {"identity": identity, "identity_bytes": identity}, path="/v2")
+    oip_asgi.mount(app, {"identity": identity, "identity_sync": identity_sync, "identity_bytes": identity}, path="/v2")
     serve(app, args.port)
 
 
