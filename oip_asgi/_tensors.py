@@ -125,15 +125,21 @@ def array_from_json(name: str, datatype: str, shape: list[int], raw: msgspec.Raw
     return array.reshape(shape)
 
 
+def _rounds_to_infinity(dtype: type[np.floating[Any]]) -> float:
+    """The smallest double that rounds to infinity in `dtype`: 2**maxexp less half the top step (ties go up)."""
+    info = np.finfo(dtype)
+    return float(2.0**info.maxexp - 2.0 ** (info.maxexp - info.nmant - 2))
+
+
+_OVERFLOW = {np.dtype(t): _rounds_to_infinity(t) for t in (np.float16, np.float32)}
+
+
 def _narrow_floats(name: str, datatype: str, wide: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Round doubles to FP16/FP32; a value that rounds to infinity there is out of range."""
-    with np.errstate(over="ignore"):
-        narrow = wide.astype(dtype)
-    overflowed = np.flatnonzero(np.isinf(narrow))
-    if overflowed.size:
-        index = int(overflowed[0])
+    """Round doubles to FP16/FP32; a value that would round to infinity there is out of range."""
+    if wide.size and max(wide.max(), -wide.min()) >= _OVERFLOW[dtype]:
+        index = int(np.flatnonzero(np.abs(wide) >= _OVERFLOW[dtype])[0])
         raise BadRequest(f"input '{name}': {float(wide[index])!r} at `$.data[{index}]` is out of range for {datatype}")
-    return narrow
+    return wide.astype(dtype)
 
 
 def binary_size(datatype: str, shape: list[int]) -> int | None:
