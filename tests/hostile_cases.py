@@ -1,0 +1,652 @@
+"""The bad-input catalogue: hostile requests, the status each gets and what its error message says.
+
+One table drives both tests/test_hostile.py and docs/bad-input.md; ``python -m tests.hostile_cases``
+prints that document from the cases and the messages the server actually returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+
+from oip_asgi import Model, TensorSpec, mount
+from oip_asgi._datatypes import DATATYPES
+
+from ._client import client
+
+MAX_BODY_SIZE = 64 * 1024
+MAX_JSON_SIZE = 16 * 1024
+IHCL = "inference-header-content-length"
+INFER = "/v2/models/echo/infer"
+LABELS = ["cat", "dog", "fish", "bird"]
+
+
+def _identity(datatype: str) -> Model:
+    return Model(lambda x: x, inputs=[TensorSpec("x", datatype, [-1])], outputs=[TensorSpec("y", datatype, [-1])])
+
+
+MODELS: dict[str, Any] = {
+    "echo": lambda **inputs: inputs,  # declares nothing: any inputs, any shapes
+    **{f"identity_{datatype.lower()}": _identity(datatype) for datatype in DATATYPES if datatype != "BF16"},
+    "two": Model(
+        lambda a, b: a + b,
+        inputs=[TensorSpec("a", "INT32", [-1]), TensorSpec("b", "INT32", [-1])],
+        outputs=[TensorSpec("sum", "INT32", [-1])],
+    ),
+    "scores": Model(
+        lambda x: x,
+        inputs=[TensorSpec("x", "FP32", [-1, 4])],
+        outputs=[TensorSpec("scores", "FP32", [-1, 4])],
+        labels=LABELS,
+    ),
+}
+
+# Small limits so the size cases need small bodies; `uvicorn tests.hostile_cases:app` serves the same app.
+app = Starlette()
+mount(app, MODELS, path="/v2", max_body_size=MAX_BODY_SIZE, max_json_size=MAX_JSON_SIZE)
+
+VALID_PATH = "/v2/models/two/infer"
+VALID_REQUEST = {
+    "inputs": [
+        {"name": "a", "shape": [2], "datatype": "INT32", "data": [1, 2]},
+        {"name": "b", "shape": [2], "datatype": "INT32", "data": [3, 4]},
+    ]
+}
+VALID_SUM = [4, 6]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    description: str
+    status: int | None  # None: the server closes the connection without an answer
+    message: str  # a fragment the error message must contain
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    method: str = "POST"
+    path: str = INFER
+    chunked: bool = False  # no Content-Length: the body streams in pieces
+    content_length: int | None = None  # a Content-Length that lies; only a raw socket can send one
+    sketch: str | None = None  # how the document shows a body too long or too odd to print
+    group: str = ""
+
+    @property
+    def over_socket(self) -> bool:
+        return self.content_length is not None
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _tensor(name: str, datatype: str, shape: Any, data: Any = None, size: Any = None) -> dict[str, Any]:
+    tensor: dict[str, Any] = {"name": name, "shape": shape, "datatype": datatype}
+    if data is not None:
+        tensor["data"] = data
+    if size is not None:
+        tensor["parameters"] = {"binary_data_size": size}
+    return tensor
+
+
+def _request(*inputs: dict[str, Any], **extra: Any) -> bytes:
+    return _json({"inputs": list(inputs), **extra})
+
+
+def _json_case(id: str, description: str, status: int, message: str, *inputs: dict[str, Any], **options: Any) -> Case:
+    extra = options.pop("extra", {})
+    return Case(id, description, status, message, body=_request(*inputs, **extra), **options)
+
+
+def _binary_case(
+    id: str, description: str, status: int, message: str, header: Any, *parts: bytes, **options: Any
+) -> Case:
+    """A binary-extension request: JSON header, then raw tensor bytes; the header's true length unless given."""
+    head = header if isinstance(header, bytes) else _json(header)
+    headers = {IHCL: str(len(head)), **options.pop("headers", {})}
+    return Case(id, description, status, message, body=head + b"".join(parts), headers=headers, **options)
+
+
+def _bytes_elements(*items: bytes) -> bytes:
+    return b"".join(len(item).to_bytes(4, "little") + item for item in items)
+
+
+def _section(title: str, *cases: Case) -> list[Case]:
+    return [replace(case, group=title) for case in cases]
+
+
+_VALID_JSON = _request(_tensor("x", "INT8", [2], [1, 2]))
+_DEEP = b"[" * 5000 + b"]" * 5000
+_INT8_2 = _tensor("x", "INT8", [2], size=2)
+
+CASES: list[Case] = [
+    *_section(
+        "Malformed JSON",
+        Case("json-unclosed", "an array that never closes", 400, "malformed inference request JSON",
+             body=b'{"inputs": [}'),
+        Case("json-truncated", "a valid request cut in half", 400, "Input data was truncated",
+             body=_VALID_JSON[: len(_VALID_JSON) // 2]),
+        Case("json-empty", "an empty body", 400, "Input data was truncated", body=b""),
+        Case("json-garbage", "bytes that are not JSON at all", 400, "invalid character", body=b"\xff\xfe\x00junk"),
+        Case("json-not-utf8", "a string that is not valid UTF-8", 400, "can't decode byte 0xff",
+             body=b'{"inputs": [{"name": "\xff", "shape": [1], "datatype": "INT8", "data": [1]}]}'),
+        Case("json-trailing", "a second JSON value after the request", 400, "trailing characters",
+             body=_VALID_JSON + b"{}"),
+        Case("json-single-quotes", "single-quoted strings", 400, "malformed inference request JSON",
+             body=b"{'inputs': []}"),
+        Case("json-inputs-missing", "an object without `inputs`", 400, "missing required field `inputs`", body=b"{}"),
+        Case("json-inputs-not-array", "`inputs` is an object", 400, "Expected `array`, got `object` - at `$.inputs`",
+             body=_json({"inputs": _tensor("x", "INT8", [1], [1])})),
+        Case("json-input-not-object", "an input that is a number", 400,
+             "Expected `object`, got `int` - at `$.inputs[0]`", body=b'{"inputs": [5]}'),
+        Case("json-parameters-not-object", "request `parameters` is a number", 400, "at `$.parameters`",
+             body=_request(_tensor("x", "INT8", [1], [1]), parameters=5)),
+        Case("json-binary-data-output-not-bool", "`binary_data_output` is 1", 400,
+             "binary_data_output must be a boolean", body=_request(_tensor("x", "INT8", [1], [1]),
+                                                                   parameters={"binary_data_output": 1})),
+    ),
+    *_section(
+        "JSON nested thousands deep",
+        Case("deep-parameters", "5000 nested arrays in `parameters`", 400, "nested too deeply",
+             body=b'{"inputs": [], "parameters": {"p": ' + _DEEP + b"}}",
+             sketch='{"inputs": [], "parameters": {"p": [×5000 ]×5000}}'),
+        Case("deep-data", "5000 nested arrays as a tensor's `data`", 400, "nested too deeply",
+             body=b'{"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": ' + _DEEP + b"}]}",
+             sketch='{"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": [×5000 ]×5000}]}'),
+        Case("deep-unknown-field", "5000 nested arrays in a field the server ignores", 400, "nested too deeply",
+             body=b'{"inputs": [], "future": ' + _DEEP + b"}", sketch='{"inputs": [], "future": [×5000 ]×5000}'),
+        _binary_case("deep-binary-header", "5000 nested arrays in a binary request's JSON header", 400,
+                     "nested too deeply", b'{"inputs": [], "p": ' + _DEEP + b"}",
+                     sketch='{"inputs": [], "p": [×5000 ]×5000}'),
+        Case("deep-data-shallow-shape", "data nested 40 deep for a 1-D shape", 400, "nested 40 deep",
+             body=b'{"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": '
+             + b"[" * 40 + b"1" + b"]" * 40 + b"}]}",
+             sketch='{"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": [×40 1 ]×40}]}'),
+    ),
+    *_section(
+        "Binary header that is not an object",
+        _binary_case("header-array", "the JSON header is an array", 400, "Expected `object`, got `array`", b"[1, 2]",
+                     b"\x01\x02"),
+        _binary_case("header-null", "the JSON header is null", 400, "Expected `object`, got `null`", b"null"),
+        _binary_case("header-number", "the JSON header is a number", 400, "Expected `object`, got `int`", b"42",
+                     b"\x00"),
+        _binary_case("header-string", "the JSON header is a string", 400, "Expected `object`, got `str`", b'"hi"'),
+    ),
+    *_section(
+        "Inference-Header-Content-Length",
+        Case("ihcl-missing-binary-follows", "binary bytes after the JSON, no Inference-Header-Content-Length",
+             400, "needs an Inference-Header-Content-Length header",
+             body=_request(_INT8_2) + b"\x01\x02"),
+        Case("ihcl-missing-json-data", "all-JSON request with stray binary bytes after it", 400,
+             "needs an Inference-Header-Content-Length header", body=_VALID_JSON + b"\x00\x01\x02\x03"),
+        Case("ihcl-missing-whitespace-binary", "binary_data_size declared, bytes that happen to be JSON whitespace",
+             400, "but the request has no Inference-Header-Content-Length header", body=_request(_INT8_2) + b"  "),
+        _binary_case("ihcl-negative", "Inference-Header-Content-Length: -5", 400, "must be a non-negative integer",
+                     {"inputs": [_INT8_2]}, b"\x01\x02", headers={IHCL: "-5"}),
+        _binary_case("ihcl-non-numeric", "Inference-Header-Content-Length: abc", 400, "must be a non-negative integer",
+                     {"inputs": [_INT8_2]}, b"\x01\x02", headers={IHCL: "abc"}),
+        _binary_case("ihcl-float", "Inference-Header-Content-Length: 12.5", 400, "must be a non-negative integer",
+                     {"inputs": [_INT8_2]}, b"\x01\x02", headers={IHCL: "12.5"}),
+        _binary_case("ihcl-empty", "an empty Inference-Header-Content-Length", 400, "must be a non-negative integer",
+                     {"inputs": [_INT8_2]}, b"\x01\x02", headers={IHCL: ""}),
+        _binary_case("ihcl-unicode-digit", "Inference-Header-Content-Length: ² (a digit only to Unicode)", 400,
+                     "must be a non-negative integer", {"inputs": [_INT8_2]}, b"\x01\x02", headers={IHCL: "\xb2"}),
+        _binary_case("ihcl-past-body", "larger than the whole body", 400, "exceeds the body's Content-Length",
+                     {"inputs": [_INT8_2]}, b"\x01\x02", headers={IHCL: "9999"}),
+        _binary_case("ihcl-past-body-streamed", "larger than the whole body, streamed without Content-Length", 400,
+                     "ended 9906 bytes short, in the middle of the JSON inference header", {"inputs": [_INT8_2]},
+                     b"\x01\x02", headers={IHCL: "9999"}, chunked=True),
+        _binary_case("ihcl-over-limit", "larger than the JSON limit", 413, "exceeds the 16384-byte limit",
+                     {"inputs": [_INT8_2]}, b"\x01\x02", headers={IHCL: "1000000"}),
+        _binary_case("ihcl-huge", "a 30-digit Inference-Header-Content-Length", 413, "exceeds the 16384-byte limit",
+                     {"inputs": [_INT8_2]}, b"\x01\x02", headers={IHCL: "9" * 30}),
+        _binary_case("ihcl-inside-json", "shorter than the JSON header", 400,
+                     "in the 20-byte header that Inference-Header-Content-Length declares",
+                     {"inputs": [_INT8_2]}, b"\x01\x02", headers={IHCL: "20"}),
+        _binary_case("ihcl-into-binary", "reaching into the binary data", 400,
+                     "in the 69-byte header that Inference-Header-Content-Length declares",
+                     {"inputs": [_INT8_2]}, b"\x01\x02", headers={IHCL: "69"}),
+    ),
+    *_section(
+        "Body length against Content-Length (a real server, over a raw socket)",
+        Case("content-length-short", "a body 10 bytes shorter than Content-Length, then the client half-closes",
+             None, "no response: the server waits for the promised bytes (uvicorn has no body timeout), "
+             "then closes cleanly at the client's EOF",
+             body=_VALID_JSON, content_length=len(_VALID_JSON) + 10),
+        Case("content-length-long", "a valid request with 7 bytes more than Content-Length", 400,
+             "Invalid HTTP request received.", body=_VALID_JSON + b"garbage", content_length=len(_VALID_JSON)),
+        Case("content-length-cuts-json", "Content-Length ends 5 bytes inside the JSON", 400,
+             "Invalid HTTP request received.", body=_VALID_JSON, content_length=len(_VALID_JSON) - 5),
+    ),
+    *_section(
+        "binary_data_size",
+        _binary_case("bds-missing", "a binary input with neither data nor binary_data_size", 400,
+                     "neither data nor binary_data_size", {"inputs": [_tensor("x", "INT8", [2])]}, b"\x01\x02"),
+        _binary_case("bds-missing-bytes-follow", "all inputs JSON, yet binary bytes follow the header", 400,
+                     "Content-Length is 70, but the header (68 bytes) and binary_data_size values declare 68 bytes",
+                     {"inputs": [_tensor("x", "INT8", [2], [1, 2])]}, b"\x01\x02"),
+        _binary_case("bds-missing-bytes-follow-streamed", "the same, streamed without Content-Length", 400,
+                     "request body is longer than the 68 bytes", {"inputs": [_tensor("x", "INT8", [2], [1, 2])]},
+                     b"\x01\x02", chunked=True),
+        _binary_case("bds-negative", "binary_data_size: -2", 400,
+                     "Expected `int` >= 0 - at `$.inputs[0].parameters.binary_data_size`",
+                     {"inputs": [_tensor("x", "INT8", [2], size=-2)]}, b"\x01\x02"),
+        _binary_case("bds-string", "binary_data_size: \"2\"", 400,
+                     "Expected `int | null`, got `str` - at `$.inputs[0].parameters.binary_data_size`",
+                     {"inputs": [_tensor("x", "INT8", [2], size="2")]}, b"\x01\x02"),
+        _binary_case("bds-float", "binary_data_size: 2.5", 400, "got `float` - at `$.inputs[0].parameters",
+                     {"inputs": [_tensor("x", "INT8", [2], size=2.5)]}, b"\x01\x02"),
+        _binary_case("bds-short-of-shape", "4 bytes for INT32 of shape [2]", 400,
+                     "binary_data_size is 4, but INT32 of shape [2] takes 8 bytes",
+                     {"inputs": [_tensor("x", "INT32", [2], size=4)]}, b"\x00" * 4),
+        _binary_case("bds-past-shape", "12 bytes for FP32 of shape [2]", 400,
+                     "binary_data_size is 12, but FP32 of shape [2] takes 8 bytes",
+                     {"inputs": [_tensor("x", "FP32", [2], size=12)]}, b"\x00" * 12),
+        _binary_case("bds-sum-past-body", "two inputs whose sizes sum past the body", 400,
+                     "Content-Length is 172, but the header (170 bytes) and binary_data_size values declare 174 bytes",
+                     {"inputs": [_INT8_2, _tensor("y", "INT8", [2], size=2)]}, b"\x01\x02"),
+        _binary_case("bds-sum-past-body-streamed", "the same, streamed without Content-Length", 400,
+                     "request body ended 2 bytes short, in the middle of input 'y'",
+                     {"inputs": [_INT8_2, _tensor("y", "INT8", [2], size=2)]}, b"\x01\x02", chunked=True),
+        _binary_case("bds-sum-short-of-body", "sizes that leave bytes over at the end", 400,
+                     "Content-Length is 94, but the header (91 bytes) and binary_data_size values declare 93 bytes",
+                     {"inputs": [_INT8_2]}, b"\x01\x02\x03"),
+        _binary_case("bds-over-limit", "a size (and shape) past the body limit", 413,
+                     "request declares 1099511627890 bytes, over the limit of 65536 bytes",
+                     {"inputs": [_tensor("x", "FP32", [2**38], size=2**40)]}, b"\x00" * 16),
+        _binary_case("bds-and-data", "both data and binary_data_size", 400, "has both data and binary_data_size",
+                     {"inputs": [_tensor("x", "INT8", [2], [1, 2], size=2)]}, b"\x01\x02"),
+        Case("bds-without-ihcl", "binary_data_size in a plain JSON request", 400,
+             "declares binary_data_size, but the request has no Inference-Header-Content-Length header",
+             body=_request(_INT8_2)),
+    ),
+    *_section(
+        "Binary tensor contents",
+        _binary_case("bytes-length-past-tensor", "a BYTES element claiming 50 bytes of 5", 400,
+                     "element 0 claims 50 bytes, only 5 remain",
+                     {"inputs": [_tensor("x", "BYTES", [1], size=9)]}, (50).to_bytes(4, "little") + b"abcde"),
+        _binary_case("bytes-length-past-second", "the second element's length runs past the tensor", 400,
+                     "element 1 claims 3 bytes, only 2 remain",
+                     {"inputs": [_tensor("x", "BYTES", [2], size=12)]}, _bytes_elements(b"ab") + b"\x03\x00\x00\x00hi"),
+        _binary_case("bytes-length-cut", "the tensor ends inside an element's 4-byte length", 400,
+                     "ends inside the length of element 1",
+                     {"inputs": [_tensor("x", "BYTES", [2], size=8)]}, _bytes_elements(b"ab") + b"\x01\x00"),
+        _binary_case("bytes-length-huge", "an element length of 2**32 - 1", 400, "claims 4294967295 bytes",
+                     {"inputs": [_tensor("x", "BYTES", [1], size=6)]}, b"\xff\xff\xff\xffhi"),
+        _binary_case("bytes-too-few-for-shape", "8 bytes for 2**40 BYTES elements", 400,
+                     "8 bytes cannot hold 1099511627776 BYTES elements",
+                     {"inputs": [_tensor("x", "BYTES", [2**40], size=8)]}, b"\x00" * 8),
+        _binary_case("bytes-leftover", "bytes left over after the last element", 400,
+                     "3 bytes remain after the 1 BYTES elements",
+                     {"inputs": [_tensor("x", "BYTES", [1], size=9)]}, _bytes_elements(b"ab") + b"xyz"),
+        _binary_case("bool-not-0-or-1", "a BOOL byte of 7", 400, "BOOL bytes must be 0 or 1",
+                     {"inputs": [_tensor("x", "BOOL", [2], size=2)]}, b"\x01\x07"),
+    ),
+    *_section(
+        "Shapes",
+        _json_case("shape-negative", "a dimension of -1", 400, "Expected `int` >= 0 - at `$.inputs[0].shape[0]`",
+                   _tensor("x", "INT8", [-1], [1])),
+        _binary_case("shape-negative-binary", "a negative dimension in a binary request", 400,
+                     "Expected `int` >= 0 - at `$.inputs[0].shape[1]`",
+                     {"inputs": [_tensor("x", "INT8", [2, -3], size=6)]}, b"\x00" * 6),
+        _json_case("shape-float", "a dimension of 1.5", 400, "Expected `int`, got `float` - at `$.inputs[0].shape[0]`",
+                   _tensor("x", "INT8", [1.5], [1])),
+        _json_case("shape-string", 'a dimension of "2"', 400, "Expected `int`, got `str` - at `$.inputs[0].shape[0]`",
+                   _tensor("x", "INT8", ["2"], [1, 2])),
+        _json_case("shape-not-array", "shape is a number", 400, "Expected `array`, got `int` - at `$.inputs[0].shape`",
+                   _tensor("x", "INT8", 2, [1, 2])),
+        _json_case("shape-null-dim", "a dimension of null", 400, "Expected `int`, got `null`",
+                   _tensor("x", "INT8", [None], [1])),
+        _json_case("shape-past-int64", "a dimension of 2**64", 400, "Expected `int` <= 9223372036854775807",
+                   _tensor("x", "INT8", [2**64], [1])),
+        _json_case("shape-product-overflow", "dimensions whose product overflows int64", 400,
+                   "shape [4611686018427387904, 4] holds more bytes than int64 can count",
+                   _tensor("x", "INT8", [2**62, 4], [1])),
+        _binary_case("shape-product-overflow-binary", "the same in a binary request", 400,
+                     "shape [4294967296, 4294967296] holds more bytes than int64 can count",
+                     {"inputs": [_tensor("x", "FP32", [2**32, 2**32], size=16)]}, b"\x00" * 16),
+        _json_case("shape-empty-but-huge", "a zero dimension beside a huge one (no elements, yet unrepresentable)",
+                   400, "shape [0, 4611686018427387904] holds more bytes than int64 can count",
+                   _tensor("x", "FP32", [0, 2**62], [])),
+        _binary_case("shape-empty-but-huge-binary", "the same in a binary request", 400,
+                     "shape [0, 4611686018427387904] holds more bytes than int64 can count",
+                     {"inputs": [_tensor("x", "FP32", [0, 2**62], size=0)]}),
+        _json_case("shape-too-many-dims", "65 dimensions", 400, "has 65 dimensions; at most 64",
+                   _tensor("x", "FP32", [1] * 65, [1.0])),
+        _json_case("shape-over-limit-json", "a JSON tensor of 2**40 elements with one element of data", 400,
+                   "data has 1 elements, shape [1099511627776] needs 1099511627776",
+                   _tensor("x", "FP32", [2**40], [1.0])),
+        _binary_case("shape-over-limit-binary", "a binary tensor of 4 MiB against a 64 KiB limit", 413,
+                     "over the limit of 65536 bytes",
+                     {"inputs": [_tensor("x", "FP32", [2**20], size=2**22)]}, b"\x00" * 16),
+        _json_case("shape-against-spec", "a 2-D tensor for a declared 1-D input", 400,
+                   "input 'x' has shape [2, 1], model 'identity_int32' expects [-1]",
+                   _tensor("x", "INT32", [2, 1], [1, 2]), path="/v2/models/identity_int32/infer"),
+    ),
+    *_section(
+        "Datatypes",
+        _json_case("datatype-unknown", "datatype INT9", 400, "Invalid enum value 'INT9' - at `$.inputs[0].datatype`",
+                   _tensor("x", "INT9", [1], [1])),
+        _json_case("datatype-lowercase", "datatype int32", 400, "Invalid enum value 'int32'",
+                   _tensor("x", "int32", [1], [1])),
+        _json_case("datatype-number", "datatype 5", 400, "Expected `str`, got `int` - at `$.inputs[0].datatype`",
+                   _tensor("x", 5, [1], [1])),
+        _binary_case("datatype-unknown-binary", "an unknown datatype in a binary request", 400,
+                     "Invalid enum value 'FP8'", {"inputs": [_tensor("x", "FP8", [2], size=2)]}, b"\x00\x00"),
+        _json_case("datatype-against-spec", "FP32 for a declared INT32 input", 400,
+                   "input 'x' has datatype FP32, model 'identity_int32' expects INT32",
+                   _tensor("x", "FP32", [1], [1.0]), path="/v2/models/identity_int32/infer"),
+    ),
+    *_section(
+        "Duplicate, missing and unexpected tensors",
+        _json_case("input-duplicate", "the same input name twice", 400, "input 'x' appears more than once",
+                   _tensor("x", "INT8", [1], [1]), _tensor("x", "INT8", [1], [2])),
+        _binary_case("input-duplicate-binary", "the same input name twice, both binary", 400,
+                     "input 'x' appears more than once",
+                     {"inputs": [_tensor("x", "INT8", [1], size=1), _tensor("x", "INT8", [1], size=1)]}, b"\x01\x02"),
+        _json_case("input-duplicate-declared", "a declared input twice", 400, "input 'a' appears more than once",
+                   _tensor("a", "INT32", [1], [1]), _tensor("a", "INT32", [1], [1]), _tensor("b", "INT32", [1], [1]),
+                   path="/v2/models/two/infer"),
+        _json_case("input-missing", "one of two declared inputs", 400, "missing input 'b' for model 'two'",
+                   _tensor("a", "INT32", [1], [1]), path="/v2/models/two/infer"),
+        _json_case("input-none", "no inputs at all for a model that declares two", 400,
+                   "missing input 'a' for model 'two'", path="/v2/models/two/infer"),
+        _json_case("input-unexpected", "an input the model does not declare", 400,
+                   "unexpected input 'c'; model 'two' takes a, b",
+                   _tensor("a", "INT32", [1], [1]), _tensor("b", "INT32", [1], [1]), _tensor("c", "INT32", [1], [1]),
+                   path="/v2/models/two/infer"),
+        _json_case("output-unknown", "an output the model does not declare", 400,
+                   "unknown output 'nope'; model 'two' produces sum",
+                   _tensor("a", "INT32", [1], [1]), _tensor("b", "INT32", [1], [1]),
+                   path="/v2/models/two/infer", extra={"outputs": [{"name": "nope"}]}),
+        _json_case("output-duplicate", "the same output requested twice", 400,
+                   "output 'sum' is requested more than once",
+                   _tensor("a", "INT32", [1], [1]), _tensor("b", "INT32", [1], [1]),
+                   path="/v2/models/two/infer", extra={"outputs": [{"name": "sum"}, {"name": "sum"}]}),
+        _json_case("output-not-produced", "an output a model without specs does not produce", 400,
+                   "model 'echo' did not produce output 'nope' (it produced x)", _tensor("x", "INT8", [1], [1]),
+                   extra={"outputs": [{"name": "nope"}]}),
+    ),
+    *_section(
+        "Data and shape counts",
+        _json_case("data-too-few", "2 elements for shape [3]", 400, "data has 2 elements, shape [3] needs 3",
+                   _tensor("x", "INT32", [3], [1, 2])),
+        _json_case("data-too-many", "4 elements for shape [3]", 400, "data has 4 elements, shape [3] needs 3",
+                   _tensor("x", "INT32", [3], [1, 2, 3, 4])),
+        _json_case("data-empty", "no elements for shape [2, 2]", 400, "data has 0 elements, shape [2, 2] needs 4",
+                   _tensor("x", "INT32", [2, 2], [])),
+        _json_case("data-for-scalar", "2 elements for shape []", 400, "data has 2 elements, shape [] needs 1",
+                   _tensor("x", "INT32", [], [1, 2])),
+        _json_case("data-ragged", "nested rows of different lengths", 400, "data has a row of 1 at dimension 1",
+                   _tensor("x", "INT32", [2, 2], [[1, 2], [3]])),
+        _json_case("data-rows", "3 nested rows for shape [2, 2]", 400, "data has 3 rows at dimension 0",
+                   _tensor("x", "INT32", [2, 2], [[1, 2], [3, 4], [5, 6]])),
+        _json_case("data-nested-too-deep", "nested 2 deep for a 1-D shape", 400,
+                   "data is nested 2 deep, but shape [2] has 1 dimensions", _tensor("x", "INT32", [2], [[1], [2]])),
+        _json_case("data-not-array", "data is a number", 400, "data must be a JSON array",
+                   _tensor("x", "INT32", [1], 5)),
+        _json_case("data-object", "data is an object", 400, "data must be a JSON array",
+                   _tensor("x", "INT32", [1], {"0": 1})),
+        _json_case("data-binary-model-declared", "2 elements for a declared [-1, 4] input", 400,
+                   "input 'x' has shape [2], model 'scores' expects [-1, 4]", _tensor("x", "FP32", [2], [1.0, 2.0]),
+                   path="/v2/models/scores/infer"),
+    ),
+    *_section(
+        "JSON element types",
+        _json_case("int32-string", 'a string in INT32', 400, "Expected `int`, got `str` - at `$.data[1]`",
+                   _tensor("x", "INT32", [2], [1, "2"])),
+        _json_case("int32-float", "1.5 in INT32", 400, "Expected `int`, got `float` - at `$.data[0]`",
+                   _tensor("x", "INT32", [1], [1.5])),
+        _json_case("int32-past-range", "2**31 in INT32", 400, "Expected `int` <= 2147483647",
+                   _tensor("x", "INT32", [1], [2**31])),
+        _json_case("int8-past-max", "128 in INT8", 400, "Expected `int` <= 127 - at `$.data[0]`",
+                   _tensor("x", "INT8", [1], [128])),
+        _json_case("int8-past-min", "-129 in INT8", 400, "Expected `int` >= -128 - at `$.data[0]`",
+                   _tensor("x", "INT8", [1], [-129])),
+        _json_case("uint8-negative", "-1 in UINT8", 400, "Expected `int` >= 0 - at `$.data[0]`",
+                   _tensor("x", "UINT8", [1], [-1])),
+        _json_case("uint8-past-max", "256 in UINT8", 400, "Expected `int` <= 255 - at `$.data[0]`",
+                   _tensor("x", "UINT8", [1], [256])),
+        Case("uint64-past-max", "2**64 in UINT64", 400, "a value is out of range for UINT64",
+             body=b'{"inputs": [{"name": "x", "shape": [1], "datatype": "UINT64", "data": [18446744073709551616]}]}'),
+        _json_case("fp16-past-max", "70000 in FP16", 400, "70000.0 at `$.data[0]` is out of range for FP16",
+                   _tensor("x", "FP16", [1], [70000])),
+        _json_case("fp32-past-max", "1e39 in FP32", 400, "1e+39 at `$.data[0]` is out of range for FP32",
+                   _tensor("x", "FP32", [1], [1e39])),
+        Case("fp64-past-max", "1e400 in FP64", 400, "Number out of range - at `$.data[0]`",
+             body=b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP64", "data": [1e400]}]}'),
+        Case("nan-literal", "a bare NaN, which JSON has no word for", 400, "JSON has no NaN or Infinity",
+             body=b'{"inputs": [{"name": "x", "shape": [2], "datatype": "FP32", "data": [1.0, NaN]}]}'),
+        Case("infinity-literal", "a bare -Infinity", 400, "JSON has no NaN or Infinity",
+             body=b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP64", "data": [-Infinity]}]}'),
+        _json_case("nan-string", '"NaN" as a string in FP32', 400, "Expected `float`, got `str` - at `$.data[0]`",
+                   _tensor("x", "FP32", [1], ["NaN"])),
+        _json_case("int-bool", "true in INT32", 400, "Expected `int`, got `bool` - at `$.data[0]`",
+                   _tensor("x", "INT32", [1], [True])),
+        _json_case("float-bool", "false in FP32", 400, "Expected `float`, got `bool` - at `$.data[0]`",
+                   _tensor("x", "FP32", [1], [False])),
+        _json_case("bool-int", "1 in BOOL", 400, "Expected `bool`, got `int` - at `$.data[0]`",
+                   _tensor("x", "BOOL", [1], [1])),
+        _json_case("bool-string", '"true" in BOOL', 400, "Expected `bool`, got `str` - at `$.data[0]`",
+                   _tensor("x", "BOOL", [1], ["true"])),
+        _json_case("bytes-number", "a number in BYTES", 400, "Expected `str`, got `int` - at `$.data[0]`",
+                   _tensor("x", "BYTES", [1], [1])),
+        Case("bytes-not-utf8", "a BYTES string that is not valid UTF-8", 400, "input 'x': malformed data",
+             body=b'{"inputs": [{"name": "x", "shape": [1], "datatype": "BYTES", "data": ["\xff"]}]}'),
+        _json_case("int-null", "null in INT8", 400, "Expected `int`, got `null` - at `$.data[0]`",
+                   _tensor("x", "INT8", [1], [None])),
+        _json_case("nested-string", "a string deep in nested INT16 data", 400,
+                   "Expected `int`, got `str` - at `$.data[1][0]`",
+                   _tensor("x", "INT16", [2, 1], [[1], ["2"]])),
+        _json_case("bf16-json", "BF16 as JSON", 400, "BF16 has no JSON form", _tensor("x", "BF16", [1], [1.0])),
+    ),
+    *_section(
+        "Raw binary requests",
+        Case("raw-two-inputs", "a raw binary body for a model with two inputs", 400,
+             "needs a model with one input; 'two' has 2 inputs", body=b"\x00" * 8, headers={IHCL: "0"},
+             path="/v2/models/two/infer"),
+        Case("raw-undeclared", "a raw binary body for a model that declares no inputs", 400,
+             "'echo' has no declared inputs", body=b"\x00" * 8, headers={IHCL: "0"}),
+        Case("raw-partial-element", "6 bytes for INT32 elements", 400, "not a whole number of INT32 elements",
+             body=b"\x00" * 6, headers={IHCL: "0"}, path="/v2/models/identity_int32/infer"),
+        Case("raw-wrong-count", "3 FP32 elements for shape [-1, 4]", 400, "does not fit shape [-1, 4]",
+             body=b"\x00" * 12, headers={IHCL: "0"}, path="/v2/models/scores/infer"),
+        Case("raw-json-body", "a JSON request sent with Inference-Header-Content-Length: 0", 400,
+             "not a whole number of INT32 elements", body=_request(_tensor("x", "INT32", [1], [1])),
+             headers={IHCL: "0"}, path="/v2/models/identity_int32/infer"),
+    ),
+    *_section(
+        "Classification",
+        _json_case("class-zero", "classification 0", 400,
+                   "Expected `int` >= 1 - at `$.outputs[0].parameters.classification`",
+                   _tensor("x", "FP32", [1, 4], [1, 2, 3, 4]), path="/v2/models/scores/infer",
+                   extra={"outputs": [{"name": "scores", "parameters": {"classification": 0}}]}),
+        _json_case("class-negative", "classification -2", 400, "Expected `int` >= 1",
+                   _tensor("x", "FP32", [1, 4], [1, 2, 3, 4]), path="/v2/models/scores/infer",
+                   extra={"outputs": [{"name": "scores", "parameters": {"classification": -2}}]}),
+        _json_case("class-float", "classification 1.5", 400,
+                   "got `float` - at `$.outputs[0].parameters.classification`",
+                   _tensor("x", "FP32", [1, 4], [1, 2, 3, 4]), path="/v2/models/scores/infer",
+                   extra={"outputs": [{"name": "scores", "parameters": {"classification": 1.5}}]}),
+        _json_case("class-string", 'classification "2"', 400, "got `str` - at `$.outputs[0].parameters.classification`",
+                   _tensor("x", "FP32", [1, 4], [1, 2, 3, 4]), path="/v2/models/scores/infer",
+                   extra={"outputs": [{"name": "scores", "parameters": {"classification": "2"}}]}),
+        _json_case("class-bool", "classification true", 400, "got `bool` - at `$.outputs[0].parameters.classification`",
+                   _tensor("x", "FP32", [1, 4], [1, 2, 3, 4]), path="/v2/models/scores/infer",
+                   extra={"outputs": [{"name": "scores", "parameters": {"classification": True}}]}),
+        _json_case("class-bytes-declared", "classification of a declared BYTES output", 400,
+                   "output 'y' is BYTES; classification needs a numeric output", _tensor("x", "BYTES", [1], ["a"]),
+                   path="/v2/models/identity_bytes/infer",
+                   extra={"outputs": [{"name": "y", "parameters": {"classification": 1}}]}),
+        _json_case("class-bytes-undeclared", "classification of a BYTES output nobody declared", 400,
+                   "output 'x' is BYTES; classification needs a numeric output", _tensor("x", "BYTES", [1], ["a"]),
+                   extra={"outputs": [{"name": "x", "parameters": {"classification": 1}}]}),
+        _json_case("class-bool-output", "classification of a BOOL output", 400,
+                   "output 'y' is BOOL; classification needs a numeric output", _tensor("x", "BOOL", [1], [True]),
+                   path="/v2/models/identity_bool/infer",
+                   extra={"outputs": [{"name": "y", "parameters": {"classification": 1}}]}),
+        _json_case("class-scalar", "classification of a scalar, which has no classes", 400,
+                   "output 'x' has shape [], which has no classes to rank", _tensor("x", "FP32", [], [1.0]),
+                   extra={"outputs": [{"name": "x", "parameters": {"classification": 1}}]}),
+    ),
+    *_section(
+        "Models, versions, methods and paths",
+        Case("model-unknown", "inference on a model that does not exist", 404, "unknown model 'nope'",
+             body=_VALID_JSON, path="/v2/models/nope/infer"),
+        Case("model-unknown-metadata", "metadata of a model that does not exist", 404, "unknown model 'nope'",
+             method="GET", path="/v2/models/nope"),
+        Case("model-unknown-ready", "readiness of a model that does not exist", 404, "unknown model 'nope'",
+             method="GET", path="/v2/models/nope/ready"),
+        Case("version-unknown", "inference on a version that does not exist", 404,
+             "model 'two' has no version '9' (versions: 1)", body=_VALID_JSON, path="/v2/models/two/versions/9/infer"),
+        Case("version-unknown-metadata", "metadata of a version that does not exist", 404,
+             "model 'two' has no version 'latest'", method="GET", path="/v2/models/two/versions/latest"),
+        Case("method-get-infer", "GET on an inference URL", 405, "method GET is not allowed here; use POST",
+             method="GET", path="/v2/models/two/infer"),
+        Case("method-put-infer", "PUT on an inference URL", 405, "method PUT is not allowed here; use POST",
+             body=_VALID_JSON, method="PUT", path="/v2/models/two/infer"),
+        Case("method-post-metadata", "POST on model metadata", 405, "method POST is not allowed here; use GET",
+             body=b"{}", path="/v2/models/two"),
+        Case("method-delete-health", "DELETE on a health URL", 405, "method DELETE is not allowed here; use GET",
+             method="DELETE", path="/v2/health/live"),
+        Case("path-unknown", "an endpoint the protocol does not have", 404, "no such path '/nowhere'",
+             method="GET", path="/v2/nowhere"),
+        Case("path-models-list", "/v2/models, which the REST protocol does not define", 404, "no such path '/models'",
+             method="GET", path="/v2/models"),
+        Case("path-after-infer", "a path segment after /infer", 404, "no such path '/models/two/infer/now'",
+             body=_VALID_JSON, path="/v2/models/two/infer/now"),
+        Case("path-empty-version", "an empty version segment", 404, "no such path '/models/two/versions//infer'",
+             body=_VALID_JSON, path="/v2/models/two/versions//infer"),
+    ),
+    *_section(
+        "Size limits and encodings",
+        Case("json-over-limit", "a 20 KiB JSON body against the 16 KiB JSON limit", 413,
+             "exceeds the 16384-byte limit for JSON",
+             body=_request(_tensor("x", "INT8", [10240], [0] * 10240)),
+             sketch='{"inputs": [{"name": "x", "shape": [10240], "datatype": "INT8", "data": [0, 0, …]}]} (20 KiB)'),
+        Case("json-over-limit-streamed", "the same, streamed without Content-Length", 413,
+             "exceeds the 16384-byte limit for JSON", body=_request(_tensor("x", "INT8", [10240], [0] * 10240)),
+             chunked=True,
+             sketch='{"inputs": [{"name": "x", "shape": [10240], "datatype": "INT8", "data": [0, 0, …]}]} (20 KiB)'),
+        _binary_case("body-over-limit", "a 100 KiB binary body against the 64 KiB limit", 413,
+                     "request body exceeds the limit of 65536 bytes",
+                     {"inputs": [_tensor("x", "UINT8", [102400], size=102400)]}, b"\x00" * 102400,
+                     sketch='{"inputs": [{"name": "x", "shape": [102400], "datatype": "UINT8", …}]} + 100 KiB'),
+        Case("encoding-unknown", "Content-Encoding: br", 415, "unsupported Content-Encoding 'br'",
+             body=_VALID_JSON, headers={"content-encoding": "br"}),
+        Case("encoding-not-gzip", "Content-Encoding: gzip on plain bytes", 400,
+             "request body is not valid compressed data", body=_VALID_JSON, headers={"content-encoding": "gzip"}),
+    ),
+]  # fmt: skip
+
+
+def _chunks(body: bytes, size: int = 7) -> AsyncIterator[bytes]:
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), size):
+            yield body[start : start + size]
+
+    return pieces()
+
+
+async def send(http: httpx.AsyncClient, case: Case) -> httpx.Response:
+    """Send an in-process case; non-ASCII header values go out as their latin-1 bytes."""
+    headers = {name: value.encode("latin-1") for name, value in case.headers.items()}
+    content: bytes | AsyncIterator[bytes] = _chunks(case.body) if case.chunked else case.body
+    return await http.request(case.method, case.path, content=content, headers=headers)
+
+
+async def valid_inference(http: httpx.AsyncClient) -> list[int]:
+    response = await http.post(VALID_PATH, json=VALID_REQUEST)
+    assert response.status_code == 200, response.text
+    data: list[int] = response.json()["outputs"][0]["data"]
+    return data
+
+
+# ---- the document -------------------------------------------------------------------------------------------------
+
+_HEADER_NAMES = {IHCL: "Inference-Header-Content-Length", "content-encoding": "Content-Encoding"}
+
+
+def _printable(data: bytes, limit: int = 120) -> str:
+    text = "".join(chr(byte) if 32 <= byte < 127 else f"\\x{byte:02x}" for byte in data[:limit])
+    return text + (f"… ({len(data)} bytes)" if len(data) > limit else "")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def sketch(case: Case) -> str:
+    parts = [f"`{case.method} {case.path}`"]
+    for name, value in case.headers.items():
+        parts.append(f"`{_HEADER_NAMES.get(name, name)}: {_printable(value.encode('latin-1'))}`")
+    if case.content_length is not None:
+        parts.append(f"`Content-Length: {case.content_length}` ({len(case.body)} sent)")
+    if case.chunked:
+        parts.append("chunked")
+    if case.sketch is not None:
+        parts.append(f"`{case.sketch}`")
+    elif case.body:
+        parts.append(f"`{_printable(case.body)}`")
+    return " ".join(parts)
+
+
+async def outcomes() -> dict[str, tuple[int | None, str]]:
+    """What the server answers to each in-process case; socket cases keep their documented outcome."""
+    results: dict[str, tuple[int | None, str]] = {}
+    async with client(app) as http:
+        for case in CASES:
+            if case.over_socket:
+                results[case.id] = (case.status, case.message)
+                continue
+            response = await send(http, case)
+            results[case.id] = (response.status_code, response.json()["error"])
+    return results
+
+
+INTRO = """\
+# Bad input: what each hostile request gets
+
+Every request below is a test in `tests/test_hostile.py`: it gets exactly this status and an
+`{{"error": "..."}}` body with this message, and a valid inference on the same server succeeds right
+after it. Generated from `tests/hostile_cases.py` by `python -m tests.hostile_cases > docs/bad-input.md`
+(a test fails if this file drifts). The app under test serves `echo` (no declared tensors),
+`identity_<datatype>` (input `x`, output `y`, shape `[-1]`), `two` (INT32 inputs `a` and `b`, output `sum`)
+and `scores` (FP32 `[-1, 4]`, labelled), with `max_body_size={body}` and `max_json_size={json}` bytes.
+Requests are sent with an honest `Content-Length` unless marked chunked (streamed without one).
+
+The Content-Length cases need a real server, since an in-process transport cannot lie about the body:
+they run against uvicorn (with httptools, as `uvicorn[standard]` installs it) over a raw socket, and
+the answer there is uvicorn's own, given before or instead of the app's. After each, the same server
+still answers a valid inference.
+
+{count} cases.
+"""
+
+
+async def document() -> str:
+    results = await outcomes()
+    lines = [INTRO.format(body=MAX_BODY_SIZE, json=MAX_JSON_SIZE, count=len(CASES))]
+    group = None
+    for case in CASES:
+        if case.group != group:
+            group = case.group
+            lines += [f"## {group}", "", "| Case | Request | Status | Message |", "| --- | --- | --- | --- |"]
+        status, message = results[case.id]
+        title = f"`{case.id}`: {case.description}"
+        lines.append(
+            f"| {_cell(title)} | {_cell(sketch(case))} | {status if status is not None else '—'} | {_cell(message)} |"
+        )
+        if case is CASES[-1] or CASES[CASES.index(case) + 1].group != group:
+            lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(asyncio.run(document()), end="")
+
