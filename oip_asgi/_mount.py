@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from starlette.applications import Starlette
@@ -18,6 +19,11 @@ class OIPMount(Mount):
     A plain ``Mount("/v2", ...)`` answers ``GET /v2`` with a 307 to ``/v2/``, and protocol clients
     such as tritonclient do not follow redirects, so server metadata would be unreachable.
     """
+
+    def __init__(self, path: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(path, *args, **kwargs)
+        # Starlette's pattern ends at a newline (`.*`): /v2/models/a%0Ab would get the host app's 404, not ours.
+        self.path_regex = re.compile(self.path_regex.pattern, re.DOTALL)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] == "http":
