@@ -156,7 +156,7 @@ class Model:
                 result = await anyio.to_thread.run_sync(functools.partial(self.predict, **kwargs))
                 if inspect.isawaitable(result):
                     result = await result
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a sys.exit() in a model (argparse, say) is its failure too
             raise ModelError(f"model '{name}' raised {type(exc).__name__}: {exc}") from exc
         finally:
             self.in_flight -= 1

@@ -391,9 +391,13 @@ async def test_model_faults_not_covered_in_test_app_are_500s_naming_the_problem(
     async def async_broken(x: np.ndarray) -> np.ndarray:
         raise KeyError("no such layer")
 
+    def exits(x: np.ndarray) -> np.ndarray:
+        sys.exit(2)  # what argparse does on a bad argument
+
     two_outputs = [*INT_OUT, TensorSpec("z", "INT32", [-1])]
     faults: dict[str, tuple[Any, str]] = {
         "async_raises": (Model(async_broken, inputs=INT_IN, outputs=INT_OUT), "raised KeyError: 'no such layer'"),
+        "exits": (Model(exits, inputs=INT_IN, outputs=INT_OUT), "model 'exits' raised SystemExit: 2"),
         "none": (Model(answers_with(None), inputs=INT_IN, outputs=INT_OUT), "output 'y' has dtype object"),
         "none_undeclared": (answers_with(None), "output 'OUTPUT0' is BYTES but element 0 is NoneType"),
         "ragged": (Model(answers_with([[1, 2], [3]]), inputs=INT_IN, outputs=INT_OUT), "inhomogeneous shape"),
@@ -567,3 +571,37 @@ async def test_concurrency_limits_are_per_model_and_hold_for_sync_models_in_thre
         for _ in range(3):
             response = await http.post("/models/flaky/infer", json=int_body([1]))
             assert response.status_code == 500 and "out of memory" in response.json()["error"]
+
+
+async def test_a_limit_keeps_a_stuck_sync_model_from_taking_every_worker_thread() -> None:
+    # Sync models share anyio's worker threads (40 by default): without a limit, 40 stuck requests
+    # would hold them all and every sync model would wait. With one, the excess is turned away.
+    threads = int(anyio.to_thread.current_default_thread_limiter().total_tokens)
+    gate = Gate()
+
+    def stuck(x: np.ndarray) -> np.ndarray:
+        gate.hold_sync()
+        return x
+
+    app = oip_app(
+        {
+            "stuck": Model(stuck, inputs=INT_IN, outputs=INT_OUT, max_concurrency=4),
+            "fast": Model(lambda x: x * 2, inputs=INT_IN, outputs=INT_OUT),
+        }
+    )
+    statuses: list[int] = []
+    async with client(app) as http, anyio.create_task_group() as group:
+
+        async def ask_stuck() -> None:
+            statuses.append((await http.post("/models/stuck/infer", json=int_body([1]))).status_code)
+
+        for _ in range(threads + 5):
+            group.start_soon(ask_stuck)
+        await gate.until_entered(4)
+        with anyio.fail_after(30):
+            while len(statuses) < threads + 1:  # all but the 4 admitted come back without waiting
+                await anyio.sleep(0.001)
+        assert statuses == [503] * (threads + 1) and gate.entered == 4
+        assert int_data(await http.post("/models/fast/infer", json=int_body([5]))) == [10]
+        gate.release()
+    assert sorted(statuses) == [200] * 4 + [503] * (threads + 1)
