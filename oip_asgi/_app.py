@@ -12,7 +12,8 @@ from ._body import BodyReader
 from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, OIPError
 from ._inference import build_response, read_inputs
 from ._models import Model, ModelRepository, ModelsArgument, TensorSpec
-from ._responses import choose_encoding, send_error, send_inference, send_json
+from ._openapi import OpenAPI
+from ._responses import choose_encoding, send_body, send_error, send_inference, send_json
 from ._schemas import ModelMetadata, ServerMetadata, TensorMetadata
 
 logger = logging.getLogger("oip_asgi")
@@ -68,6 +69,7 @@ class OIPApp:
         self.max_body_size = max_body_size
         self.max_json_size = min(max_json_size, max_body_size)
         self._server_metadata = ServerMetadata(name=name, version=__version__, extensions=EXTENSIONS)
+        self._openapi = OpenAPI(self._server_metadata, self.repository)
 
     async def load(self) -> None:
         """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
@@ -116,6 +118,9 @@ class OIPApp:
         if path in ("", "/"):
             _allow(method, "GET")
             await send_json(send, 200, self._server_metadata)
+        elif path == "/openapi.json":
+            _allow(method, "GET")
+            await send_body(send, 200, self._openapi.render(scope.get("root_path", "")))
         elif path == "/health/live":
             _allow(method, "GET")
             await send_json(send, 200, {"live": True})

@@ -29,8 +29,9 @@ class RequestInput(msgspec.Struct, gc=False):
     datatype: Datatype
     parameters: InputParameters | None = None
     # Kept raw: its element type depends on `datatype`, so it is decoded later with a typed decoder.
-    # An empty Raw means the field was absent.
-    data: msgspec.Raw = msgspec.Raw()
+    # An empty Raw means the field was absent. A factory, not a default: msgspec cannot write a Raw
+    # default into a JSON Schema (the OpenAPI document).
+    data: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
 
     @property
     def binary_data_size(self) -> int | None:

@@ -1,0 +1,156 @@
+"""The OpenAPI 3.1 document of an app: every endpoint it serves, relative to where it is mounted.
+
+Wire schemas are written by msgspec from the Structs in `_schemas`. The document is built once, on
+first request; only `servers` (the mount point, the request's root_path) changes per request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ._models import ModelRepository
+from ._schemas import InferenceRequest, InferenceResponse, ModelMetadata, ServerMetadata, encoder
+
+REF = "#/components/schemas/{name}"
+
+
+# The small bodies _app.py sends as dicts, as Structs so that msgspec writes their schemas too.
+class Error(msgspec.Struct):
+    error: str
+
+
+class Live(msgspec.Struct):
+    live: bool
+
+
+class Ready(msgspec.Struct):
+    ready: bool
+
+
+class ModelReady(msgspec.Struct):
+    name: str
+    ready: bool
+
+
+# RequestInput.data is msgspec.Raw (decoded later, by datatype), for which msgspec can only say "anything".
+TENSOR_DATA = {
+    "description": "The elements in row-major order, flat or nested to the shape's depth.",
+    "type": "array",
+    "items": {"anyOf": [{"type": ["number", "string", "boolean"]}, {"$ref": REF.format(name="TensorData")}]},
+}
+BINARY = {"type": "string", "format": "binary"}
+HEADER_LENGTH = {
+    "description": "Binary tensor data extension: the length of the JSON header that starts the body, with "
+    "binary tensor data after it; 0 makes the whole body the raw data of a single-input model.",
+    "schema": {"type": "integer", "minimum": 0},
+}
+ERRORS = {
+    400: "Invalid request, naming the problem",
+    404: "Unknown model or version",
+    413: "Request body over the size limit",
+    415: "Unsupported Content-Encoding",
+    500: "The model raised, or its outputs do not fit its declaration",
+    503: "The model failed to load or is saturated",
+}
+
+
+def _json(name: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": REF.format(name=name)}}}}
+
+
+def _get(operation_id: str, name: str, description: str, *errors: int, not_ready: bool = False) -> dict[str, Any]:
+    responses = {"200": _json(name, description)}
+    if not_ready:  # health probes answer "no" with a 400 and the same body
+        responses["400"] = _json(name, "Not ready")
+    responses.update({str(status): _json("Error", ERRORS[status]) for status in errors})
+    return {"get": {"operationId": operation_id, "responses": responses}}
+
+
+def _infer(operation_id: str) -> dict[str, Any]:
+    ok = _json("InferenceResponse", "Inference result, JSON or (with binary outputs) a JSON header and binary data")
+    ok["content"]["application/octet-stream"] = {"schema": BINARY}
+    ok["headers"] = {"Inference-Header-Content-Length": HEADER_LENGTH}
+    errors = {str(status): _json("Error", text) for status, text in ERRORS.items()}
+    return {
+        "post": {
+            "operationId": operation_id,
+            "parameters": [{"name": "Inference-Header-Content-Length", "in": "header", **HEADER_LENGTH}],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": {"$ref": REF.format(name="InferenceRequest")}},
+                    "application/octet-stream": {"schema": BINARY},
+                },
+            },
+            "responses": {"200": ok, **errors},
+        }
+    }
+
+
+def _parameter(name: str, values: list[str]) -> dict[str, Any]:
+    # An enum of what the app serves, so that generated requests reach real models.
+    schema: dict[str, Any] = {"type": "string", "enum": values} if values else {"type": "string"}
+    return {"name": name, "in": "path", "required": True, "schema": schema}
+
+
+def build_document(server: ServerMetadata, repository: ModelRepository) -> dict[str, Any]:
+    """The document without `servers`, which depends on the request."""
+    _, components = msgspec.json.schema_components(
+        [InferenceRequest, InferenceResponse, ModelMetadata, ServerMetadata, Error, Live, Ready, ModelReady],
+        ref_template=REF,
+    )
+    components["RequestInput"]["properties"]["data"] = {"$ref": REF.format(name="TensorData")}
+    components["TensorData"] = TENSOR_DATA
+    names = repository.names()
+    versions = sorted({version for name in names for version in repository.versions(name)})
+    paths: dict[str, Any] = {
+        "/": _get("server_metadata", "ServerMetadata", "Server metadata"),
+        "/health/live": _get("server_live", "Live", "Live"),
+        "/health/ready": _get("server_ready", "Ready", "Every model is ready", not_ready=True),
+        "/openapi.json": {"get": {"operationId": "openapi", "responses": {"200": {"description": "This document"}}}},
+    }
+    for prefix, suffix, parameters in (
+        ("/models/{model_name}", "", [_parameter("model_name", names)]),
+        (
+            "/models/{model_name}/versions/{model_version}",
+            "_version",
+            [_parameter("model_name", names), _parameter("model_version", versions)],
+        ),
+    ):
+        paths[prefix] = {
+            "parameters": parameters,
+            **_get(f"model{suffix}_metadata", "ModelMetadata", "Model metadata", 404),
+        }
+        paths[f"{prefix}/ready"] = {
+            "parameters": parameters,
+            **_get(f"model{suffix}_ready", "ModelReady", "The model is ready", 404, not_ready=True),
+        }
+        paths[f"{prefix}/infer"] = {"parameters": parameters, **_infer(f"model{suffix}_infer")}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": server.name,
+            "version": server.version,
+            "description": "The Open Inference Protocol (KServe V2) REST API, with the extensions "
+            + " and ".join(server.extensions),
+        },
+        "paths": paths,
+        "components": {"schemas": components},
+    }
+
+
+class OpenAPI:
+    """Serves the document of one app: built on first use, then only `servers` is written per request."""
+
+    def __init__(self, server: ServerMetadata, repository: ModelRepository) -> None:
+        self._server = server
+        self._repository = repository
+        self._rest: bytes | None = None
+
+    def render(self, root_path: str) -> bytes:
+        if self._rest is None:
+            self._rest = encoder.encode(build_document(self._server, self._repository))
+        servers = encoder.encode([{"url": root_path or "/"}])
+        return b'{"servers":' + servers + b"," + self._rest[1:]

@@ -1,0 +1,226 @@
+"""The OpenAPI document at <mount>/openapi.json, and schemathesis fuzzing a live server from it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import hypothesis
+import pytest
+import schemathesis
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+import oip_asgi._openapi
+from examples.app import app as example_app
+from examples.models import models as example_models
+from oip_asgi import Model, TensorSpec, mount, oip_app
+
+from ._client import client
+
+pytestmark = pytest.mark.anyio
+
+PATHS = {
+    "/": "get",
+    "/health/live": "get",
+    "/health/ready": "get",
+    "/openapi.json": "get",
+    "/models/{model_name}": "get",
+    "/models/{model_name}/ready": "get",
+    "/models/{model_name}/infer": "post",
+    "/models/{model_name}/versions/{model_version}": "get",
+    "/models/{model_name}/versions/{model_version}/ready": "get",
+    "/models/{model_name}/versions/{model_version}/infer": "post",
+}
+# Bounded and derandomized: the same requests on every run, about 10 s against a live server.
+CONFIG = schemathesis.Config.from_dict(
+    {"seed": 5, "generation": {"mode": "all", "max-examples": 50, "deterministic": True}}
+)
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+
+
+async def fetch(app: Any, path: str) -> Any:
+    async with client(app) as http:
+        response = await http.get(path)
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "application/json"
+        return response.json()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        return [node["$ref"]] if "$ref" in node else [ref for value in node.values() for ref in refs(value)]
+    return [ref for value in node for ref in refs(value)] if isinstance(node, list) else []
+
+
+# Built in-process at collection so that pytest can parametrize over its operations; the requests
+# go to a live server, which serves this same document (test_live_server_serves_the_document).
+DOCUMENT = anyio.run(fetch, example_app, "/v2/openapi.json")
+schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG)
+
+
+@schema.parametrize()
+@hypothesis.settings(deadline=None)
+def test_schemathesis_finds_no_fault(case: Any, example_server: str) -> None:
+    # No 5xx, and every status, content type, header and body is one the document declares.
+    case.call_and_validate(base_url=f"http://{example_server}/v2", checks=CHECKS)
+
+
+def test_live_server_serves_the_document(example_server: str) -> None:
+    loaded = schemathesis.openapi.from_url(f"http://{example_server}/v2/openapi.json")
+    loaded.validate()
+    assert loaded.raw_schema == DOCUMENT
+
+
+def test_document_is_valid_and_lists_every_endpoint() -> None:
+    schema.validate()  # against the OpenAPI 3.1 meta-schema
+    assert DOCUMENT["openapi"] == "3.1.0"
+    assert DOCUMENT["servers"] == [{"url": "/v2"}]
+    assert {path: list(item.keys() - {"parameters"}) for path, item in DOCUMENT["paths"].items()} == {
+        path: [method] for path, method in PATHS.items()
+    }
+    labels = sorted(result.ok().label for result in schema.get_all_operations())
+    assert labels == sorted(f"{method.upper()} {path}" for path, method in PATHS.items())
+    components = DOCUMENT["components"]["schemas"]
+    assert {ref.removeprefix("#/components/schemas/") for ref in refs(DOCUMENT)} <= components.keys()
+    # Triton-only endpoints the app does not serve are not promised.
+    triton_only = ("repository", "stats", "sharedmemory", "trace", "logging", "config")
+    assert not any(word in path for path in DOCUMENT["paths"] for word in triton_only)
+
+
+def test_schemas_come_from_the_wire_structs() -> None:
+    components = DOCUMENT["components"]["schemas"]
+    assert components["InferenceRequest"]["required"] == ["inputs"]
+    assert components["RequestInput"]["properties"]["datatype"]["enum"][:3] == ["BF16", "BOOL", "BYTES"]
+    assert components["RequestInput"]["properties"]["shape"]["items"]["minimum"] == 0
+    assert components["RequestInput"]["properties"]["data"] == {"$ref": "#/components/schemas/TensorData"}
+    assert components["OutputParameters"]["properties"]["classification"]["anyOf"][0]["minimum"] == 1
+    assert components["Error"]["required"] == ["error"]
+    infer = DOCUMENT["paths"]["/models/{model_name}/infer"]["post"]
+    assert set(infer["requestBody"]["content"]) == {"application/json", "application/octet-stream"}
+    assert [parameter["name"] for parameter in infer["parameters"]] == ["Inference-Header-Content-Length"]
+    errors = {status for status in infer["responses"] if status != "200"}
+    assert errors == {"400", "404", "413", "415", "500", "503"}
+    assert {json.dumps(infer["responses"][status]["content"]) for status in errors} == {
+        json.dumps({"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}})
+    }
+    (name,) = DOCUMENT["paths"]["/models/{model_name}"]["parameters"]
+    assert name["schema"]["enum"] == list(example_models)
+
+
+@pytest.mark.parametrize(
+    ("mounted", "prefix"),
+    [
+        (lambda app: Starlette(routes=[Mount("/inference", app=app)]), "/inference"),
+        (lambda app: Starlette(routes=[Mount("/a", routes=[Mount("/b", app=app)])]), "/a/b"),
+        (lambda app: app, ""),
+    ],
+    ids=["starlette-mount", "nested-mount", "root"],
+)
+def test_document_follows_the_mount(mounted: Any, prefix: str) -> None:
+    app = mounted(oip_app({"m": lambda **inputs: inputs}))
+    loaded = schemathesis.openapi.from_asgi(f"{prefix}/openapi.json", app)
+    loaded.validate()
+    assert loaded.raw_schema["servers"] == [{"url": prefix or "/"}]
+    # A client that follows the document reaches the app.
+    response = loaded["/models/{model_name}/ready"]["GET"].Case(path_parameters={"model_name": "m"}).call()
+    assert response.status_code == 200
+    assert response.json() == {"name": "m", "ready": True}
+
+
+async def test_versions_and_names_are_enums_and_the_document_is_built_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    builds: list[object] = []
+    build = oip_asgi._openapi.build_document
+    monkeypatch.setattr(oip_asgi._openapi, "build_document", lambda *args: builds.append(args) or build(*args))
+    app = oip_app({"m": [Model(abs, version="1"), Model(abs, version="2")], "n": abs})
+    host = Starlette(routes=[Mount("/x", app=app), Mount("/y", app=app)])
+    x, y = [await fetch(host, f"{prefix}/openapi.json") for prefix in ("/x", "/y")]
+    assert len(builds) == 1
+    assert (x["servers"], y["servers"]) == ([{"url": "/x"}], [{"url": "/y"}])
+    assert {**x, "servers": None} == {**y, "servers": None}
+    name, version = x["paths"]["/models/{model_name}/versions/{model_version}"]["parameters"]
+    assert (name["schema"]["enum"], version["schema"]["enum"]) == (["m", "n"], ["1", "2"])
+
+
+def test_every_declared_failure_conforms_to_the_document() -> None:
+    def fail(**inputs: Any) -> None:
+        raise RuntimeError("model bug")
+
+    def no_weights() -> None:
+        raise FileNotFoundError("weights.bin")
+
+    models = {
+        "raw": Model(lambda x: x, inputs=[TensorSpec("x", "UINT8", [-1])]),
+        "fails": fail,
+        "unloaded": Model(abs, load=no_weights),
+    }
+    loaded = schemathesis.openapi.from_asgi("/openapi.json", oip_app(models, max_body_size=100))
+    request = {"inputs": [{"name": "x", "shape": [1], "datatype": "UINT8", "data": [1]}]}
+    cases = [
+        ("/health/ready", "GET", {}, {}, 400),
+        ("/models/{model_name}/ready", "GET", {"model_name": "unloaded"}, {}, 400),
+        ("/models/{model_name}/infer", "POST", {"model_name": "unloaded"}, {"body": request}, 503),
+        ("/models/{model_name}/infer", "POST", {"model_name": "fails"}, {"body": request}, 500),
+        ("/models/{model_name}/infer", "POST", {"model_name": "raw"}, {"body": {"inputs": 1}}, 400),
+        ("/models/{model_name}/infer", "POST", {"model_name": "raw"}, {"body": {"inputs": [request] * 9}}, 413),
+        ("/models/{model_name}/infer", "POST", {"model_name": "raw"}, {"headers": {"Content-Encoding": "br"}}, 415),
+        ("/models/{model_name}/versions/{model_version}", "GET", {"model_name": "raw", "model_version": "7"}, {}, 404),
+        (
+            "/models/{model_name}/infer",
+            "POST",
+            {"model_name": "raw"},
+            {
+                "body": b"\x01\x02",
+                "media_type": "application/octet-stream",
+                "headers": {"Inference-Header-Content-Length": "0"},
+            },
+            200,
+        ),
+    ]
+    for path, method, parameters, extra, status in cases:
+        if method == "POST":
+            extra = {"body": request, "media_type": "application/json", **extra}
+        case = loaded[path][method].Case(path_parameters=parameters, **extra)
+        response = case.call_and_validate(checks=CHECKS[1:])  # the 500 is declared here, and is the point
+        assert response.status_code == status, (path, parameters, response.text)
+    assert response.headers["content-type"] == ["application/octet-stream"]
+
+
+def test_an_app_without_models_still_has_a_valid_document() -> None:
+    loaded = schemathesis.openapi.from_asgi("/openapi.json", oip_app({}))
+    loaded.validate()
+    assert loaded.raw_schema["paths"]["/models/{model_name}"]["parameters"][0]["schema"] == {"type": "string"}
+
+
+async def test_only_get_serves_the_document() -> None:
+    async with client(oip_app({})) as http:
+        response = await http.post("/openapi.json")
+    assert (response.status_code, response.headers["allow"]) == (405, "GET")
+
+
+async def test_a_model_name_with_a_newline_reaches_the_mounted_app() -> None:
+    # Found by schemathesis: Starlette's Mount pattern stopped at "\n", so the host answered its own 404.
+    host = Starlette()
+    mount(host, {"m": abs}, path="/v2")
+    async with client(host) as http:
+        response = await http.get("/v2/models/a%0Ab/ready")
+    assert (response.status_code, response.json()) == (404, {"error": "unknown model 'a\nb'"})
