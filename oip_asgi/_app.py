@@ -47,7 +47,7 @@ def _length_header(scope: Scope, name: bytes) -> int | None:
     if value is None:
         return None
     text = value.strip()
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # isdigit alone accepts "²", which int() refuses
         raise BadRequest(f"{name.decode().title()} must be a non-negative integer, got {value!r}")
     return int(text)
 
@@ -88,7 +88,10 @@ class OIPApp:
         async def tracking_send(message: Message) -> None:
             nonlocal started
             started = True
-            await send(message)
+            try:
+                await send(message)
+            except OSError as exc:  # ASGI: send on a closed connection raises an OSError subclass
+                raise ClientDisconnected from exc
 
         try:
             await self._dispatch(scope, receive, tracking_send)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,15 +59,49 @@ class InferenceResult:
         return len(self.header) + sum(len(part) for part in self.binary)
 
 
-def _decode_header(data: bytes | bytearray | memoryview) -> InferenceRequest:
+def _decode_header(data: bytes | bytearray | memoryview, header_length: int | None) -> InferenceRequest:
     try:
         return request_decoder.decode(data)
     except msgspec.ValidationError as exc:
         raise BadRequest(f"invalid inference request: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise BadRequest(f"malformed inference request JSON: {exc}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec raises the latter for invalid UTF-8
+        hint = _json_hint(data, str(exc), header_length)
+        raise BadRequest(f"malformed inference request JSON: {exc}{hint}") from None
     except RecursionError:
         raise BadRequest("malformed inference request JSON: nested too deeply") from None
+
+
+# A bare NaN or Infinity where a JSON value starts: what clients write for non-finite floats.
+_NON_FINITE = re.compile(rb"[\[,:]\s*[+-]?(?:nan|inf)", re.IGNORECASE)
+
+
+def _json_hint(data: bytes | bytearray | memoryview, error: str, header_length: int | None) -> str:
+    """The likely cause of malformed JSON, for the mistakes clients make."""
+    hint = ""
+    position = re.search(r"\(byte (\d+)\)", error)
+    if position is not None:
+        at = int(position[1])
+        if _NON_FINITE.search(bytes(data[max(at - 12, 0) : at + 4])):
+            hint = "; JSON has no NaN or Infinity, send such tensors as binary data"
+    if header_length is not None:
+        hint += f" (in the {header_length}-byte header that Inference-Header-Content-Length declares)"
+    elif "trailing characters" in error:
+        hint += "; binary data after the JSON needs an Inference-Header-Content-Length header"
+    return hint
+
+
+_MAX_DIMS = 64  # numpy's limit on array dimensions
+_MAX_BYTES = 2**63 - 1
+
+
+def _check_shape(tensor: RequestInput) -> None:
+    """Refuse shapes no array can take, before any data is decoded or allocated."""
+    shape = tensor.shape
+    if len(shape) > _MAX_DIMS:
+        raise BadRequest(f"input '{tensor.name}' has {len(shape)} dimensions; at most {_MAX_DIMS} are supported")
+    # numpy counts an array's bytes in int64, zero dimensions aside: [0, 2**62] is too large even empty.
+    if math.prod(dim for dim in shape if dim) * (element_size(tensor.datatype) or 8) > _MAX_BYTES:
+        raise BadRequest(f"input '{tensor.name}': shape {shape_text(shape)} holds more bytes than int64 can count")
 
 
 def _check_inputs(name: str, model: Model, inputs: list[RequestInput]) -> None:
@@ -75,6 +110,7 @@ def _check_inputs(name: str, model: Model, inputs: list[RequestInput]) -> None:
         if tensor.name in seen:
             raise BadRequest(f"input '{tensor.name}' appears more than once")
         seen.add(tensor.name)
+        _check_shape(tensor)
     if model.inputs is None:
         return
     specs = {spec.name: spec for spec in model.inputs}
@@ -142,7 +178,7 @@ async def read_inputs(
         body = await reader.read_rest()
         if reader.received > max_header_size:
             raise PayloadTooLarge(f"JSON request body exceeds the {max_header_size}-byte limit for JSON")
-        request = _decode_header(body)
+        request = _decode_header(body, None)
         binary = next((tensor.name for tensor in request.inputs if tensor.binary_data_size is not None), None)
         if binary is not None:
             raise BadRequest(
@@ -160,7 +196,7 @@ async def read_inputs(
                 f"Inference-Header-Content-Length {header_length} exceeds "
                 f"the body's Content-Length {reader.content_length}"
             )
-        request = _decode_header(await reader.read(header_length, "the JSON inference header"))
+        request = _decode_header(await reader.read(header_length, "the JSON inference header"), header_length)
         declared = header_length
 
     _check_inputs(name, model, request.inputs)
@@ -256,6 +292,9 @@ def _raw_shape(spec: TensorSpec, size: int) -> list[int]:
 
 def _produced_outputs(name: str, model: Model, result: Any) -> Mapping[str, Any]:
     if isinstance(result, Mapping):
+        unnamed = next((key for key in result if not isinstance(key, str)), None)
+        if unnamed is not None:  # it would go out as a number or base64 text: a name the client never asked for
+            raise ModelError(f"model '{name}' returned an output keyed {unnamed!r}; output names are strings")
         return result
     if model.outputs is None:
         return {DEFAULT_OUTPUT: result}
@@ -294,6 +333,8 @@ def build_response(name: str, model: Model, inputs: Inputs, result: Any) -> Infe
             array, datatype = output_array(output, produced[output], spec.datatype if spec else None)
         except (TypeError, ValueError) as exc:
             raise ModelError(f"model '{name}': {exc}") from None
+        except Exception as exc:  # an array-like that fails to convert, e.g. a torch tensor that requires grad
+            raise ModelError(f"model '{name}': output '{output}' is not an array: {type(exc).__name__}: {exc}") from exc
         if spec is not None and not spec.accepts_shape(array.shape):
             raise ModelError(
                 f"model '{name}' returned output '{output}' with shape {shape_text(list(array.shape))}, "
