@@ -35,15 +35,23 @@ def route_path(scope: Scope) -> str:
     return path
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+# The request headers inference reads; one pass over the scope's list collects them.
+_INFERENCE_HEADERS = frozenset(
+    [b"content-length", b"content-encoding", b"inference-header-content-length", b"accept-encoding"]
+)
+
+
+def _inference_headers(scope: Scope) -> dict[bytes, str]:
+    found: dict[bytes, str] = {}
     for key, value in scope["headers"]:
-        if key.lower() == name:
-            return value.decode("latin-1")  # type: ignore[no-any-return]
-    return None
+        key = key.lower()
+        if key in _INFERENCE_HEADERS and key not in found:  # the first of repeated headers counts
+            found[key] = value.decode("latin-1")
+    return found
 
 
-def _length_header(scope: Scope, name: bytes) -> int | None:
-    value = _header(scope, name)
+def _length_header(headers: dict[bytes, str], name: bytes) -> int | None:
+    value = headers.get(name)
     if value is None:
         return None
     text = value.strip()
@@ -163,18 +171,19 @@ class OIPApp:
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, name: str, model: Model) -> None:
         await model.ensure_ready(name)
+        headers = _inference_headers(scope)
         reader = BodyReader(
             receive,
             limit=self.max_body_size,
-            content_length=_length_header(scope, b"content-length"),
-            content_encoding=_header(scope, b"content-encoding"),
+            content_length=_length_header(headers, b"content-length"),
+            content_encoding=headers.get(b"content-encoding"),
         )
-        header_length = _length_header(scope, b"inference-header-content-length")
+        header_length = _length_header(headers, b"inference-header-content-length")
         inputs = await read_inputs(reader, header_length, name, model, max_header_size=self.max_json_size)
         result = await model(name, inputs.arrays, inputs.parameters)
         response = build_response(name, model, inputs, result)
         await send_inference(
-            send, response.header, response.binary, choose_encoding(_header(scope, b"accept-encoding"))
+            send, response.header, response.binary, choose_encoding(headers.get(b"accept-encoding"))
         )
 
 
