@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 
 from ._errors import BadRequest
-
-Datatype = Literal[
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BYTES", "BF16",
-]  # fmt: skip
 
 # Wire dtypes: explicit little-endian so a big-endian host still reads and writes the protocol's bytes.
 _NUMPY: dict[str, np.dtype] = {

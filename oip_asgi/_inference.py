@@ -13,7 +13,7 @@ import numpy as np
 
 from ._body import BodyReader
 from ._classification import classify
-from ._datatypes import element_size
+from ._datatypes import DATATYPES, element_size
 from ._errors import BadRequest, ModelError, PayloadTooLarge
 from ._models import Model, TensorSpec
 from ._schemas import (
@@ -63,12 +63,41 @@ def _decode_header(data: bytes | bytearray | memoryview, header_length: int | No
     try:
         return request_decoder.decode(data)
     except msgspec.ValidationError as exc:
-        raise BadRequest(f"invalid inference request: {exc}") from None
+        raise BadRequest(_validation_message(data, str(exc))) from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec raises the latter for invalid UTF-8
         hint = _json_hint(data, str(exc), header_length)
         raise BadRequest(f"malformed inference request JSON: {exc}{hint}") from None
     except RecursionError:
         raise BadRequest("malformed inference request JSON: nested too deeply") from None
+
+
+class _Named(msgspec.Struct):
+    name: Any = None
+
+
+class _InputNames(msgspec.Struct):
+    inputs: Any = None
+
+
+_INPUT_PATH = re.compile(r"`\$\.inputs\[(\d+)\]")
+
+
+def _validation_message(data: bytes | bytearray | memoryview, error: str) -> str:
+    """msgspec's error, naming the input it is in when there is one (`$.inputs[2].data[7]`)."""
+    match = _INPUT_PATH.search(error)
+    if match is not None:
+        try:
+            inputs = msgspec.json.decode(data, type=_InputNames).inputs
+            name = msgspec.convert(inputs[int(match[1])], _Named).name
+        except (msgspec.MsgspecError, UnicodeDecodeError, LookupError, TypeError):
+            name = None
+        if isinstance(name, str):
+            # Each element may also be a nested row (`int | array`); the element type is what was meant.
+            message = f"input '{name}': {error.replace(' | array`', '`')}"
+            if error.endswith(".datatype`"):
+                message += f"; the datatypes are {', '.join(DATATYPES)}"
+            return message
+    return f"invalid inference request: {error}"
 
 
 # A bare NaN or Infinity where a JSON value starts: what clients write for non-finite floats.
@@ -207,10 +236,10 @@ async def read_inputs(
     for tensor in request.inputs:
         size = tensor.binary_data_size
         if size is None:
-            if not tensor.data:
+            if tensor.data is None:
                 raise BadRequest(f"input '{tensor.name}' has neither data nor binary_data_size")
             continue
-        if tensor.data:
+        if tensor.data is not None:
             raise BadRequest(f"input '{tensor.name}' has both data and binary_data_size")
         expected = binary_size(tensor.datatype, tensor.shape)
         if expected is not None and size != expected:
@@ -236,7 +265,7 @@ async def read_inputs(
         inputs.arrays[tensor.name] = array_from_binary(tensor.name, tensor.datatype, tensor.shape, buffer)
     await reader.expect_end(declared)
     for tensor in request.inputs:
-        if tensor.data:
+        if tensor.data is not None:
             inputs.arrays[tensor.name] = array_from_json(tensor.name, tensor.datatype, tensor.shape, tensor.data)
     # Keep the request's input order, whichever encoding each input came in.
     inputs.arrays = {tensor.name: inputs.arrays[tensor.name] for tensor in request.inputs}

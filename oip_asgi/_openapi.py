@@ -34,12 +34,6 @@ class ModelReady(msgspec.Struct):
     ready: bool
 
 
-# RequestInput.data is msgspec.Raw (decoded later, by datatype), for which msgspec can only say "anything".
-TENSOR_DATA = {
-    "description": "The elements in row-major order, flat or nested to the shape's depth.",
-    "type": "array",
-    "items": {"anyOf": [{"type": ["number", "string", "boolean"]}, {"$ref": REF.format(name="TensorData")}]},
-}
 BINARY = {"type": "string", "format": "binary"}
 HEADER_LENGTH = {
     "description": "Binary tensor data extension: the length of the JSON header that starts the body, with "
@@ -101,8 +95,6 @@ def build_document(server: ServerMetadata, repository: ModelRepository) -> dict[
         [InferenceRequest, InferenceResponse, ModelMetadata, ServerMetadata, Error, Live, Ready, ModelReady],
         ref_template=REF,
     )
-    components["RequestInput"]["properties"]["data"] = {"$ref": REF.format(name="TensorData")}
-    components["TensorData"] = TENSOR_DATA
     names = repository.names()
     versions = sorted({version for name in names for version in repository.versions(name)})
     paths: dict[str, Any] = {

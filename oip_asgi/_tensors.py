@@ -11,7 +11,7 @@ import math
 import struct
 from collections.abc import Iterator
 from functools import cache
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -19,33 +19,9 @@ import numpy as np
 from ._datatypes import datatype_of, element_size, numpy_dtype
 from ._errors import BadRequest
 from ._numbers import json_numbers
+from ._schemas import ELEMENT
 
 _LENGTH = struct.Struct("<I")
-
-
-def _int_bound(dtype: type[np.integer[Any]]) -> msgspec.Meta:
-    info = np.iinfo(dtype)
-    return msgspec.Meta(ge=int(info.min), le=int(info.max))
-
-
-# The JSON element type of each datatype: bounds reject what the dtype cannot hold.
-_ELEMENT: dict[str, Any] = {
-    "BOOL": bool,
-    "UINT8": Annotated[int, _int_bound(np.uint8)],
-    "UINT16": Annotated[int, _int_bound(np.uint16)],
-    "UINT32": Annotated[int, _int_bound(np.uint32)],
-    "UINT64": Annotated[int, msgspec.Meta(ge=0)],  # msgspec bounds stop at int64; numpy checks the top
-    "INT8": Annotated[int, _int_bound(np.int8)],
-    "INT16": Annotated[int, _int_bound(np.int16)],
-    "INT32": Annotated[int, _int_bound(np.int32)],
-    "INT64": Annotated[int, _int_bound(np.int64)],
-    # FP16/FP32 are range-checked after decoding, where it is vectorized; msgspec already rejects
-    # what overflows a double.
-    "FP16": float,
-    "FP32": float,
-    "FP64": float,
-    "BYTES": str,
-}
 
 
 def shape_text(shape: list[int] | tuple[int, ...]) -> str:
@@ -53,21 +29,19 @@ def shape_text(shape: list[int] | tuple[int, ...]) -> str:
 
 
 @cache
-def _data_decoder(datatype: str, depth: int) -> msgspec.json.Decoder[Any]:
-    element_type: Any = _ELEMENT[datatype]
+def _nested_type(datatype: str, depth: int) -> Any:
+    element_type: Any = ELEMENT[datatype]
     for _ in range(depth):
         element_type = list[element_type]
-    return msgspec.json.Decoder(element_type)
+    return element_type
 
 
-def _nesting_depth(raw: bytes | memoryview) -> int:
+def _nesting_depth(data: list[Any]) -> int:
     """How many arrays open before the first element: 1 for flat data, len(shape) for nested."""
-    depth = 0
-    for byte in bytes(raw[:256]):
-        if byte == 0x5B:  # "["
-            depth += 1
-        elif byte not in b" \t\r\n":
-            break
+    depth = 1
+    while data and isinstance(data[0], list):
+        data = data[0]
+        depth += 1
     return depth
 
 
@@ -90,36 +64,45 @@ def _flatten(nested: list[Any], shape: list[int], name: str) -> list[Any]:
     return items
 
 
-def array_from_json(name: str, datatype: str, shape: list[int], raw: msgspec.Raw) -> np.ndarray:
+def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any]) -> np.ndarray:
+    """The tensor of decoded JSON ``data``: flat elements were checked by the request's schema."""
     if datatype == "BF16":
         raise BadRequest(f"input '{name}': BF16 has no JSON form; send it as binary data (binary_data_size)")
-    depth = _nesting_depth(memoryview(raw))
-    if depth == 0:
-        raise BadRequest(f"input '{name}': data must be a JSON array")
-    # Nesting stops early only where a dimension is 0: [[]] is a tensor of shape [1, 0, 5].
-    if depth > 1 and depth != len(shape) and not (depth < len(shape) and 0 in shape[:depth]):
-        raise BadRequest(
-            f"input '{name}': data is nested {depth} deep, but shape {shape_text(shape)} has {len(shape)} dimensions"
-        )
-    try:
-        decoded = _data_decoder(datatype, depth).decode(raw)
-    except msgspec.ValidationError as exc:
-        raise BadRequest(f"input '{name}': invalid {datatype} data: {exc}".replace("`$", "`$.data")) from None
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec raises the latter for invalid UTF-8
-        raise BadRequest(f"input '{name}': malformed data: {exc}") from None
-    items = decoded if depth == 1 else _flatten(decoded, shape[:depth], name)
+    depth = _nesting_depth(data)
+    items = data
+    if depth > 1:
+        # Nesting stops early only where a dimension is 0: [[]] is a tensor of shape [1, 0, 5].
+        if depth != len(shape) and not (depth < len(shape) and 0 in shape[:depth]):
+            raise BadRequest(
+                f"input '{name}': data is nested {depth} deep, but shape {shape_text(shape)} "
+                f"has {len(shape)} dimensions"
+            )
+        try:
+            nested = msgspec.convert(data, _nested_type(datatype, depth))
+        except msgspec.ValidationError as exc:
+            raise BadRequest(f"input '{name}': invalid {datatype} data: {exc}".replace("`$", "`$.data")) from None
+        items = _flatten(nested, shape[:depth], name)
     count = math.prod(shape)
     if len(items) != count:
         raise BadRequest(f"input '{name}': data has {len(items)} elements, shape {shape_text(shape)} needs {count}")
+    mixed = BadRequest(f"input '{name}': data mixes elements and nested arrays at the same depth")
     if datatype == "BYTES":
         array = np.empty(count, dtype=object)
-        array[:] = [item.encode() for item in items]
+        try:
+            array[:] = [item.encode() for item in items]
+        except AttributeError:
+            raise mixed from None
         return array.reshape(shape)
     dtype = numpy_dtype(datatype).newbyteorder("=")
     try:
-        array = np.fromiter(items, np.float64 if dtype.kind == "f" else dtype, count)
+        if datatype == "BOOL":
+            array = np.array(items, dtype=bool)  # fromiter would take a list as a true value
+        else:
+            array = np.fromiter(items, np.float64 if dtype.kind == "f" else dtype, count)
     except OverflowError:  # UINT64 above 2**64 - 1: msgspec's bounds stop at int64
         raise BadRequest(f"input '{name}': a value is out of range for {datatype}") from None
+    except (TypeError, ValueError):
+        raise mixed from None
     if array.dtype != dtype:
         array = _narrow_floats(name, datatype, array, dtype)
     return array.reshape(shape)

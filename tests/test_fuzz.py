@@ -20,7 +20,7 @@ MIN_RUNS = 1000  # far below what 20 s gives (thousands per second): fewer means
 # Inputs that crashed the target (a 500), each now a 4xx naming the problem.
 CRASHES = {
     "invalid-utf8-in-json-header": (400, "malformed inference request JSON: 'utf-8' codec can't decode"),
-    "invalid-utf8-in-bytes-data": (400, "input 'INPUT0': malformed data: 'utf-8' codec can't decode"),
+    "invalid-utf8-in-bytes-data": (400, "malformed inference request JSON: 'utf-8' codec can't decode"),
     "superscript-digits-in-header-length": (400, "Inference-Header-Content-Length must be a non-negative integer"),
 }
 

@@ -109,9 +109,9 @@ async def test_float32_prints_as_float32_and_nested_data_is_accepted() -> None:
 @pytest.mark.parametrize(
     ("datatype", "data", "message"),
     [
-        ("INT32", ["1", 2], "Expected `int`, got `str` - at `$.data[0]`"),
-        ("INT8", [1, 300], "Expected `int` <= 127 - at `$.data[1]`"),
-        ("UINT8", [-1, 0], "Expected `int` >= 0 - at `$.data[0]`"),
+        ("INT32", ["1", 2], "Expected `int`, got `str` - at `$.inputs[0].data[0]`"),
+        ("INT8", [1, 300], "Expected `int` <= 127 - at `$.inputs[0].data[1]`"),
+        ("UINT8", [-1, 0], "Expected `int` >= 0 - at `$.inputs[0].data[0]`"),
         ("INT32", [1.5, 2], "Expected `int`, got `float`"),
         ("INT32", [True, 2], "Expected `int`, got `bool`"),
         ("BOOL", [1, 0], "Expected `bool`, got `int`"),
@@ -121,7 +121,7 @@ async def test_float32_prints_as_float32_and_nested_data_is_accepted() -> None:
         ("BYTES", [1, 2], "Expected `str`, got `int`"),
         ("FP32", [1.0], "data has 1 elements, shape [2] needs 2"),
         ("FP32", [[1.0], [2.0]], "nested 2 deep, but shape [2] has 1 dimensions"),
-        ("FP32", 5, "data must be a JSON array"),
+        ("FP32", 5, "Expected `array | null`, got `int` - at `$.inputs[0].data`"),
     ],
 )
 async def test_wrong_json_elements_are_400_naming_the_tensor(datatype: str, data: Any, message: str) -> None:

@@ -110,9 +110,14 @@ def test_document_is_valid_and_lists_every_endpoint() -> None:
 def test_schemas_come_from_the_wire_structs() -> None:
     components = DOCUMENT["components"]["schemas"]
     assert components["InferenceRequest"]["required"] == ["inputs"]
-    assert components["RequestInput"]["properties"]["datatype"]["enum"][:3] == ["BF16", "BOOL", "BYTES"]
-    assert components["RequestInput"]["properties"]["shape"]["items"]["minimum"] == 0
-    assert components["RequestInput"]["properties"]["data"] == {"$ref": "#/components/schemas/TensorData"}
+    # One input schema per datatype, told apart by the datatype tag, each typing its elements.
+    inputs = components["InferenceRequest"]["properties"]["inputs"]["items"]
+    assert inputs["discriminator"]["propertyName"] == "datatype"
+    assert len(inputs["anyOf"]) == 14
+    int8 = components["INT8Input"]["properties"]
+    assert int8["datatype"]["enum"] == ["INT8"]
+    assert int8["shape"]["items"]["minimum"] == 0
+    assert int8["data"]["anyOf"][0]["items"]["anyOf"][0] == {"type": "integer", "minimum": -128, "maximum": 127}
     assert components["OutputParameters"]["properties"]["classification"]["anyOf"][0]["minimum"] == 1
     assert components["Error"]["required"] == ["error"]
     infer = DOCUMENT["paths"]["/models/{model_name}/infer"]["post"]
