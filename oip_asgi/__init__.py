@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing as _typing
+
 __version__ = "0.1.0"
 
 from ._app import OIPApp, oip_app
@@ -17,7 +19,25 @@ from ._errors import (
     UnsupportedMediaType,
 )
 from ._models import Model, Predict, TensorSpec
-from ._mount import OIPMount, mount
+
+if _typing.TYPE_CHECKING:
+    from ._mount import OIPMount, mount
+
+# Mounting needs Starlette's application and routing modules; an app that only uses `oip_app`
+# (an AWS Lambda handler, another framework) does not pay for importing them.
+_LAZY = ("OIPMount", "mount")
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name in _LAZY:
+        from . import _mount
+
+        return getattr(_mount, name)
+    raise AttributeError(f"module 'oip_asgi' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
 
 __all__ = [
     "BadRequest",
