@@ -548,18 +548,22 @@ async def run_clients(port: int, kinds: list[Kind], count: int, seconds: float, 
 
 
 async def sample_rss(
-    pid: int, every: float, samples: list[tuple[float, int]], stop: asyncio.Event, tally: Tally
+    pid: int, every: float, samples: list[tuple[float, int]], stop: asyncio.Event, tally: Tally, offset: float
 ) -> None:
-    start = last_report = time.monotonic()
-    while not stop.is_set():
+    start = last_report = time.monotonic() - offset
+    while True:
+        # Sample after each interval, not at 0 s: the idle server before the load would skew the trend.
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+            if not samples:  # a run shorter than one interval
+                samples.append((time.monotonic() - start, procs.status_kib(pid, "VmRSS")))
+            return
+        except asyncio.TimeoutError:
+            pass
         samples.append((time.monotonic() - start, procs.status_kib(pid, "VmRSS")))
         if time.monotonic() - last_report >= 10:
             last_report = time.monotonic()
             print(f"  {last_report - start:5.0f} s: {tally.requests} requests, RSS {samples[-1][1] / 1024:.1f} MiB")
-        try:
-            await asyncio.wait_for(stop.wait(), every)
-        except asyncio.TimeoutError:
-            pass
 
 
 async def self_check(port: int, kinds: list[Kind]) -> list[str]:
@@ -620,6 +624,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=10, help="seconds of load before RSS is first read")
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--max-drift-mib", type=float, default=16, help="fail past this RSS growth, start to end")
+    parser.add_argument("--checkpoints", type=int, default=4, help="pauses to read idle RSS during the run")
     parser.add_argument("--sample-every", type=float, default=1.0, help="seconds between RSS samples")
     parser.add_argument("--python", help="the server's interpreter (default: bench/.peers/ours, set up on demand)")
     parser.add_argument("--output", type=Path, help="also write the report here (and a .json next to it)")
@@ -654,27 +659,31 @@ def main() -> int:
         say(f"clients: {args.clients} on core {CLIENT_CORE}, seed {args.seed}, {len(kinds)} request kinds")
         say(f"commit {commit()}; load average before the run {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
         warmup = Tally()
-        asyncio.run(run_clients(port, kinds, args.clients, args.warmup, args.seed + 1, warmup))
+        asyncio.run(run_clients(port, kinds, args.clients, args.warmup, args.seed + 1000, warmup))
         procs.wait_idle(server.tree())
         rss_start = procs.status_kib(server.pid, "VmRSS")
         say(f"warm-up: {warmup.requests} requests in {args.warmup:g} s; RSS after warm-up {rss_start / 1024:.1f} MiB")
 
         tally = Tally()
+        checkpoints = [(0.0, rss_start)]  # idle RSS after each stretch of load: a leak grows with requests
+        wall = server_cpu = client_cpu = 0.0
 
-        async def measured() -> None:
+        async def measured(seconds: float, seed: int, offset: float) -> None:
             stop = asyncio.Event()
-            sampler = asyncio.create_task(sample_rss(server.pid, args.sample_every, samples, stop, tally))
-            await run_clients(port, kinds, args.clients, args.seconds, args.seed, tally)
+            sampler = asyncio.create_task(sample_rss(server.pid, args.sample_every, samples, stop, tally, offset))
+            await run_clients(port, kinds, args.clients, seconds, seed, tally)
             stop.set()
             await sampler
 
-        cpu_before, client_cpu, wall = procs.cpu_seconds(server.tree()), time.process_time(), time.monotonic()
-        asyncio.run(measured())
-        wall = time.monotonic() - wall
-        server_cpu = procs.cpu_seconds(server.tree()) - cpu_before
-        client_cpu = time.process_time() - client_cpu
-        procs.wait_idle(server.tree())
-        rss_end = procs.status_kib(server.pid, "VmRSS")
+        for segment in range(args.checkpoints):
+            cpu, own_cpu, started = procs.cpu_seconds(server.tree()), time.process_time(), time.monotonic()
+            asyncio.run(measured(args.seconds / args.checkpoints, args.seed + segment, wall))
+            wall += time.monotonic() - started
+            server_cpu += procs.cpu_seconds(server.tree()) - cpu
+            client_cpu += time.process_time() - own_cpu
+            procs.wait_idle(server.tree())
+            checkpoints.append((wall, procs.status_kib(server.pid, "VmRSS")))
+        rss_end = checkpoints[-1][1]
         alive = server.alive()
         final = asyncio.run(self_check(port, kinds[:3])) if alive else ["server died"]
     finally:
@@ -704,6 +713,9 @@ def main() -> int:
     say(f"server alive and answering correctly at the end: {alive and not final}")
     trace = " ".join(f"{rss / 1024:.0f}" for _, rss in samples[:: max(1, len(samples) // 12)])
     say(f"RSS samples under load (MiB, every {len(samples) // 12 or 1} of {len(samples)}): {trace}")
+    say(
+        "idle RSS after each stretch of load: " + ", ".join(f"{t:.0f} s {rss / 1024:.1f} MiB" for t, rss in checkpoints)
+    )
     slope, first, second = rss_trend(samples)
     say(
         f"RSS under load: trend {slope:+.2f} MiB/min (least squares), "
@@ -741,7 +753,12 @@ def main() -> int:
             "server_log_errors": len(logged),
             "server_cpu_cores": round(server_cpu / wall, 3),
             "client_cpu_cores": round(client_cpu / wall, 3),
-            "rss_kib": {"start": rss_start, "end": rss_end, "samples": [[round(t, 1), rss] for t, rss in samples]},
+            "rss_kib": {
+                "start": rss_start,
+                "end": rss_end,
+                "idle_checkpoints": [[round(t, 1), rss] for t, rss in checkpoints],
+                "samples": [[round(t, 1), rss] for t, rss in samples],
+            },
             "passed": not failures,
         }
         args.output.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
