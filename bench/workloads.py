@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -159,38 +159,22 @@ def build(directory: Path, w4_elements: int = 16 * 1024 * 1024) -> Bodies:
 
     w1 = rng.standard_normal((1, 16)).astype(np.float32)
     body = json_request("x", w1)
-    add(
-        Workload(
-            "W1",
-            "small JSON FP32 [1,16]",
-            "identity",
-            directory / "w1.json",
-            JSON,
-            None,
-            w1.nbytes,
-            check_json_identity(w1),
-            (1, 16),
-            floor_model="fixed",
-        ),
-        body,
+    w1_workload = Workload(
+        "W1",
+        "small JSON FP32 [1,16]",
+        "identity",
+        directory / "w1.json",
+        JSON,
+        None,
+        w1.nbytes,
+        check_json_identity(w1),
+        (1, 16),
+        floor_model="fixed",
     )
+    add(w1_workload, body)
     # The same request to a plain sync function: the cost of running it in a worker thread.
-    add(
-        Workload(
-            "W1s",
-            "small JSON FP32 [1,16], sync model",
-            "identity_sync",
-            directory / "w1.json",
-            JSON,
-            None,
-            w1.nbytes,
-            check_json_identity(w1),
-            (1, 16),
-            floor_model="fixed",
-            ours_only=True,
-        ),
-        body,
-    )
+    sync_title = "small JSON FP32 [1,16], sync model"
+    add(replace(w1_workload, key="W1s", title=sync_title, model="identity_sync", ours_only=True), body)
     output = f'{{"name":"x","datatype":"FP32","shape":[1,16],"data":{float32_json(w1)}}}'
     fixed = f'{{"model_name":"identity","model_version":"1","outputs":[{output}]}}'
     fixed_path = directory / "w1_response.json"
