@@ -157,6 +157,8 @@ class Model:
                 if inspect.isawaitable(result):
                     result = await result
         except (Exception, SystemExit) as exc:  # a sys.exit() in a model (argparse, say) is its failure too
+            # The client gets the message; the traceback is for whoever runs the server.
+            logger.exception("model %r (version %s) raised", name, self.version)
             raise ModelError(f"model '{name}' raised {type(exc).__name__}: {exc}") from exc
         finally:
             self.in_flight -= 1

@@ -188,7 +188,14 @@ def output_array(name: str, value: Any, datatype: str | None) -> tuple[np.ndarra
             if low < info.min or high > info.max:
                 value = low if low < info.min else high
                 raise ValueError(f"output '{name}' holds {value}, out of range for {datatype}")
-        array = array.astype(target)
+        with np.errstate(over="ignore"):
+            narrowed = array.astype(target)
+        if target.kind == "f":  # FP64 -> FP32 (or a large integer -> FP16) can overflow to infinity
+            overflowed = np.isinf(narrowed) & np.isfinite(array)
+            if overflowed.any():
+                value = array[overflowed].flat[0].item()
+                raise ValueError(f"output '{name}' holds {value!r}, out of range for {datatype}")
+        array = narrowed
     return array, datatype
 
 

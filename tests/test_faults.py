@@ -413,6 +413,10 @@ async def test_model_faults_not_covered_in_test_app_are_500s_naming_the_problem(
             Model(lambda x: x.astype(np.uint64) << 63, inputs=INT_IN, outputs=[TensorSpec("y", "INT64", [-1])]),
             "output 'y' holds 9223372036854775808, out of range for INT64",
         ),
+        "overflowing_fp64": (
+            Model(lambda x: x * 1e300, inputs=INT_IN, outputs=[TensorSpec("y", "FP32", [-1])]),
+            "output 'y' holds 1e+300, out of range for FP32",
+        ),
         "list_for_two_outputs": (
             Model(lambda x: [x, x], inputs=INT_IN, outputs=two_outputs),
             "returned a single list but declares 2 outputs; return a mapping",
@@ -445,8 +449,14 @@ async def test_model_faults_not_covered_in_test_app_are_500s_naming_the_problem(
         # int64 that fits is cast to the declared INT32: the range check refuses only what would wrap.
         response = await http.post("/models/ok/infer", json=body)
         assert response.json()["outputs"] == [{"name": "y", "datatype": "INT32", "shape": [2], "data": [1, 2]}]
-    # Each of them is the model's fault, answered with its reason: nothing unhandled to log.
-    assert [record for record in caplog.records if record.levelno >= logging.ERROR] == []
+    # Each is the model's fault, answered with its reason. A model that raised is logged with its
+    # traceback for whoever runs the server; nothing else is.
+    errors = [record for record in caplog.records if record.levelno >= logging.ERROR]
+    assert [record.getMessage() for record in errors] == [
+        "model 'async_raises' (version 1) raised",
+        "model 'exits' (version 1) raised",
+    ]
+    assert all(record.exc_info for record in errors)
 
 
 class Gate:
