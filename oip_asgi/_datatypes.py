@@ -22,6 +22,8 @@ _NUMPY: dict[str, np.dtype] = {
     "FP64": np.dtype("<f8"),
     "BYTES": np.dtype(object),
 }
+# The same in the host's byte order: what arrays are built in and models get.
+_NATIVE = {name: dtype.newbyteorder("=") for name, dtype in _NUMPY.items()}
 _DATATYPE_OF_KIND = {(dt.kind, dt.itemsize): name for name, dt in _NUMPY.items() if name != "BYTES"}
 
 DATATYPES: tuple[str, ...] = (*_NUMPY, "BF16")
@@ -47,6 +49,12 @@ def numpy_dtype(datatype: str) -> np.dtype:
             raise BadRequest("BF16 tensors need the ml_dtypes package on the server (pip install 'oip-asgi[bf16]')")
         return bf16
     raise BadRequest(f"unknown datatype {datatype!r}; expected one of {', '.join(DATATYPES)}")
+
+
+def native_dtype(datatype: str) -> np.dtype:
+    """`numpy_dtype` in the host's byte order."""
+    dtype = _NATIVE.get(datatype)
+    return dtype if dtype is not None else numpy_dtype(datatype).newbyteorder("=")
 
 
 def datatype_of(dtype: np.dtype) -> str | None:

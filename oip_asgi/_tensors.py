@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ._datatypes import datatype_of, element_size, numpy_dtype
+from ._datatypes import datatype_of, element_size, native_dtype, numpy_dtype
 from ._errors import BadRequest
 from ._numbers import json_numbers
 from ._schemas import ELEMENT
@@ -93,7 +93,7 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any])
         except AttributeError:
             raise mixed from None
         return array.reshape(shape)
-    dtype = numpy_dtype(datatype).newbyteorder("=")
+    dtype = native_dtype(datatype)
     try:
         if datatype == "BOOL":
             array = np.array(items, dtype=bool)  # fromiter would take a list as a true value
@@ -178,7 +178,7 @@ def output_array(name: str, value: Any, datatype: str | None) -> tuple[np.ndarra
         datatype = actual
     if datatype == "BYTES":
         return _as_bytes_array(name, array), datatype
-    target = numpy_dtype(datatype).newbyteorder("=")
+    target = native_dtype(datatype)
     if array.dtype != target:
         if actual is None or actual == "BYTES" or not np.can_cast(array.dtype, target, casting="same_kind"):
             raise TypeError(f"output '{name}' has dtype {array.dtype}, which does not cast to {datatype}")
@@ -222,9 +222,10 @@ def json_data(name: str, array: np.ndarray, datatype: str) -> list[str] | msgspe
             ) from None
     if datatype == "BF16":
         raise BadRequest(f"output '{name}' is BF16, which has no JSON form; request it as binary data")
-    if array.dtype.kind == "f" and not np.isfinite(array).all():
+    text = json_numbers(array)
+    if array.dtype.kind == "f" and b"null" in text:  # orjson prints NaN and infinity as null
         raise BadRequest(f"output '{name}' holds NaN or infinity, which JSON cannot carry; request it as binary data")
-    return msgspec.Raw(json_numbers(array))
+    return msgspec.Raw(text)
 
 
 def binary_chunks(array: np.ndarray, datatype: str) -> tuple[int, list[bytes | memoryview]]:
