@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -36,13 +37,17 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 3
 
 
 @contextmanager
-def serve(command: list[str], port: int, ready_path: str = "/v2/health/live") -> Iterator[str]:
-    """Run a server process on 127.0.0.1:`port` until the block ends; yields "127.0.0.1:port"."""
+def running(
+    command: list[str], port: int, ready_path: str = "/v2/health/live", output: IO[bytes] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server process on 127.0.0.1:`port` until the block ends, stopped by its PID."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "adapters")])}
-    process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=output, stderr=output and subprocess.STDOUT, start_new_session=True
+    )
     try:
         wait_until_up(f"http://127.0.0.1:{port}{ready_path}", process)
-        yield f"127.0.0.1:{port}"
+        yield process
     finally:
         process.terminate()
         try:
@@ -50,6 +55,13 @@ def serve(command: list[str], port: int, ready_path: str = "/v2/health/live") ->
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@contextmanager
+def serve(command: list[str], port: int, ready_path: str = "/v2/health/live") -> Iterator[str]:
+    """Run a server process on 127.0.0.1:`port` until the block ends; yields "127.0.0.1:port"."""
+    with running(command, port, ready_path):
+        yield f"127.0.0.1:{port}"
 
 
 @contextmanager

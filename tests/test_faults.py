@@ -11,10 +11,8 @@ import asyncio
 import gc
 import json
 import logging
-import os
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,7 +33,7 @@ from oip_asgi import Model, TensorSpec, oip_app
 from oip_asgi._responses import SLICE
 
 from ._client import binary_request, client, split_response
-from .conftest import ROOT, free_port, wait_until_up
+from .conftest import free_port, running
 
 pytestmark = pytest.mark.anyio
 
@@ -266,27 +264,14 @@ class Served:
 
 @contextmanager
 def uvicorn_process(http: str) -> Iterator[Served]:
-    """tests.apps_faults:app under uvicorn; unlike conftest's serve() it tells the pid (for RSS) and the log."""
+    """tests.apps_faults:app under uvicorn, with its pid (for RSS) and its log."""
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "tests.apps_faults:app", "--host", "127.0.0.1", "--port", str(port)]
     command += ["--http", http, "--log-level", "warning", "--no-access-log"]
     with tempfile.TemporaryDirectory() as directory:
         log_path = Path(directory, "server.log")
-        with log_path.open("wb") as log:
-            env = {**os.environ, "PYTHONPATH": str(ROOT)}
-            process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-            try:
-                wait_until_up(f"http://127.0.0.1:{port}/health/live", process)
-                yield Served(port, process.pid, log_path)
-            finally:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=10)
+        with log_path.open("wb") as log, running(command, port, "/health/live", output=log) as process:
+            yield Served(port, process.pid, log_path)
 
 
 FILL = 2 * 2**20  # FP32 elements: an 8 MiB response, more than the socket buffers hold
