@@ -117,10 +117,21 @@ def _rounds_to_infinity(dtype: type[np.floating[Any]]) -> float:
 _OVERFLOW = {np.dtype(t): _rounds_to_infinity(t) for t in (np.float16, np.float32)}
 
 
+def _first_overflow(values: np.ndarray, dtype: np.dtype) -> int | None:
+    """The flat index of the first finite value that would round to infinity in FP16/FP32 `dtype`."""
+    limit = _OVERFLOW[dtype]
+    # One pass for the common case; NaN fails the comparison and takes the exact path.
+    if not values.size or max(float(values.max()), -float(values.min())) < limit:
+        return None
+    flat = values.reshape(-1)
+    overflowed = np.flatnonzero(np.isfinite(flat) & (np.abs(flat) >= limit))
+    return int(overflowed[0]) if overflowed.size else None
+
+
 def _narrow_floats(name: str, datatype: str, wide: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round doubles to FP16/FP32; a value that would round to infinity there is out of range."""
-    if wide.size and max(wide.max(), -wide.min()) >= _OVERFLOW[dtype]:
-        index = int(np.flatnonzero(np.abs(wide) >= _OVERFLOW[dtype])[0])
+    index = _first_overflow(wide, dtype)
+    if index is not None:
         raise BadRequest(f"input '{name}': {float(wide[index])!r} at `$.data[{index}]` is out of range for {datatype}")
     return wide.astype(dtype)
 
@@ -188,14 +199,12 @@ def output_array(name: str, value: Any, datatype: str | None) -> tuple[np.ndarra
             if low < info.min or high > info.max:
                 value = low if low < info.min else high
                 raise ValueError(f"output '{name}' holds {value}, out of range for {datatype}")
-        with np.errstate(over="ignore"):
-            narrowed = array.astype(target)
-        if target.kind == "f":  # FP64 -> FP32 (or a large integer -> FP16) can overflow to infinity
-            overflowed = np.isinf(narrowed) & np.isfinite(array)
-            if overflowed.any():
-                value = array[overflowed].flat[0].item()
+        if target in _OVERFLOW:  # FP64 -> FP32 (or a large integer -> FP16) can overflow to infinity
+            index = _first_overflow(array, target)
+            if index is not None:
+                value = array.reshape(-1)[index].item()
                 raise ValueError(f"output '{name}' holds {value!r}, out of range for {datatype}")
-        array = narrowed
+        array = array.astype(target)
     return array, datatype
 
 
