@@ -39,6 +39,7 @@ def __getattr__(name: str) -> _typing.Any:
 def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
 
+
 __all__ = [
     "BadRequest",
     "LengthRequired",

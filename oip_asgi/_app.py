@@ -25,7 +25,6 @@ DEFAULT_MAX_JSON_SIZE = 32 * 2**20
 _MODEL_PATH = re.compile(r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?(?P<action>/ready|/infer)?/?")
 
 
-
 def route_path(scope: Scope) -> str:
     """The path below the mount point, whether or not the server put root_path into scope["path"]."""
     path: str = scope["path"]
@@ -170,7 +169,8 @@ class OIPApp:
         )
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, name: str, model: Model) -> None:
-        await model.ensure_ready(name)
+        if not model.ready:
+            await model.ensure_ready(name)
         headers = _inference_headers(scope)
         reader = BodyReader(
             receive,
@@ -182,9 +182,7 @@ class OIPApp:
         inputs = await read_inputs(reader, header_length, name, model, max_header_size=self.max_json_size)
         result = await model(name, inputs.arrays, inputs.parameters)
         response = build_response(name, model, inputs, result)
-        await send_inference(
-            send, response.header, response.binary, choose_encoding(headers.get(b"accept-encoding"))
-        )
+        await send_inference(send, response.header, response.binary, choose_encoding(headers.get(b"accept-encoding")))
 
 
 def _allow(method: str, allowed: str) -> None:

@@ -129,7 +129,8 @@ def _check_shape(tensor: RequestInput) -> None:
     if len(shape) > _MAX_DIMS:
         raise BadRequest(f"input '{tensor.name}' has {len(shape)} dimensions; at most {_MAX_DIMS} are supported")
     # numpy counts an array's bytes in int64, zero dimensions aside: [0, 2**62] is too large even empty.
-    if math.prod(dim for dim in shape if dim) * (element_size(tensor.datatype) or 8) > _MAX_BYTES:
+    count = math.prod(shape) or math.prod(dim for dim in shape if dim)
+    if count * (element_size(tensor.datatype) or 8) > _MAX_BYTES:
         raise BadRequest(f"input '{tensor.name}': shape {shape_text(shape)} holds more bytes than int64 can count")
 
 
@@ -142,13 +143,11 @@ def _check_inputs(name: str, model: Model, inputs: list[RequestInput]) -> None:
         _check_shape(tensor)
     if model.inputs is None:
         return
-    specs = {spec.name: spec for spec in model.inputs}
     for tensor in inputs:
-        spec = specs.get(tensor.name)
+        spec = model.input_spec(tensor.name)
         if spec is None:
-            raise BadRequest(
-                f"unexpected input '{tensor.name}'; model '{name}' takes {', '.join(specs) or 'no inputs'}"
-            )
+            takes = ", ".join(spec.name for spec in model.inputs) or "no inputs"
+            raise BadRequest(f"unexpected input '{tensor.name}'; model '{name}' takes {takes}")
         if tensor.datatype != spec.datatype:
             raise BadRequest(
                 f"input '{tensor.name}' has datatype {tensor.datatype}, model '{name}' expects {spec.datatype}"
@@ -208,12 +207,6 @@ async def read_inputs(
         if reader.received > max_header_size:
             raise PayloadTooLarge(f"JSON request body exceeds the {max_header_size}-byte limit for JSON")
         request = _decode_header(body, None)
-        binary = next((tensor.name for tensor in request.inputs if tensor.binary_data_size is not None), None)
-        if binary is not None:
-            raise BadRequest(
-                f"input '{binary}' declares binary_data_size, "
-                "but the request has no Inference-Header-Content-Length header"
-            )
         declared = reader.received
     else:
         if header_length > max_header_size:
@@ -241,6 +234,11 @@ async def read_inputs(
             continue
         if tensor.data is not None:
             raise BadRequest(f"input '{tensor.name}' has both data and binary_data_size")
+        if header_length is None:
+            raise BadRequest(
+                f"input '{tensor.name}' declares binary_data_size, "
+                "but the request has no Inference-Header-Content-Length header"
+            )
         expected = binary_size(tensor.datatype, tensor.shape)
         if expected is not None and size != expected:
             raise BadRequest(
@@ -267,8 +265,8 @@ async def read_inputs(
     for tensor in request.inputs:
         if tensor.data is not None:
             inputs.arrays[tensor.name] = array_from_json(tensor.name, tensor.datatype, tensor.shape, tensor.data)
-    # Keep the request's input order, whichever encoding each input came in.
-    inputs.arrays = {tensor.name: inputs.arrays[tensor.name] for tensor in request.inputs}
+    if sizes:  # keep the request's input order, whichever encoding each input came in
+        inputs.arrays = {tensor.name: inputs.arrays[tensor.name] for tensor in request.inputs}
     return inputs
 
 
@@ -321,9 +319,6 @@ def _raw_shape(spec: TensorSpec, size: int) -> list[int]:
 
 def _produced_outputs(name: str, model: Model, result: Any) -> Mapping[str, Any]:
     if isinstance(result, Mapping):
-        unnamed = next((key for key in result if not isinstance(key, str)), None)
-        if unnamed is not None:  # it would go out as a number or base64 text: a name the client never asked for
-            raise ModelError(f"model '{name}' returned an output keyed {unnamed!r}; output names are strings")
         return result
     if model.outputs is None:
         return {DEFAULT_OUTPUT: result}
@@ -343,6 +338,9 @@ def build_response(name: str, model: Model, inputs: Inputs, result: Any) -> Infe
         wanted = [(spec.name, None) for spec in model.outputs]
     else:
         wanted = [(output, None) for output in produced]
+        unnamed = next((output for output in produced if not isinstance(output, str)), None)
+        if unnamed is not None:  # it would go out as a number or base64 text: a name the client never asked for
+            raise ModelError(f"model '{name}' returned an output keyed {unnamed!r}; output names are strings")
     if model.outputs is not None:
         undeclared = [output for output in produced if model.output_spec(output) is None]
         if undeclared:

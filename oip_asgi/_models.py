@@ -88,6 +88,8 @@ class Model:
             names = [spec.name for spec in specs or ()]
             if len(set(names)) != len(names):
                 raise ValueError(f"duplicate {kind} names in {names}")
+        self._input_specs = {spec.name: spec for spec in self.inputs or ()}
+        self._output_specs = {spec.name: spec for spec in self.outputs or ()}
         self.labels = labels
         self.version = str(version)
         self.platform = platform
@@ -113,8 +115,11 @@ class Model:
             return self.labels
         return self.labels.get(output)
 
+    def input_spec(self, name: str) -> TensorSpec | None:
+        return self._input_specs.get(name)
+
     def output_spec(self, name: str) -> TensorSpec | None:
-        return next((spec for spec in self.outputs or () if spec.name == name), None)
+        return self._output_specs.get(name)
 
     async def load(self, name: str) -> None:
         """Run the load step once, however many requests ask at the same time."""
@@ -145,9 +150,7 @@ class Model:
             raise ModelNotReady(
                 f"model '{name}' is busy: {self.max_concurrency} requests already in flight, retry later"
             )
-        kwargs: dict[str, Any] = dict(inputs)
-        if self._takes_parameters:
-            kwargs["parameters"] = parameters
+        kwargs = {**inputs, "parameters": parameters} if self._takes_parameters else inputs
         self.in_flight += 1
         try:
             if self._is_async:

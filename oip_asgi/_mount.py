@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from starlette.applications import Starlette
@@ -18,24 +17,23 @@ class OIPMount(Mount):
 
     A plain ``Mount("/v2", ...)`` answers ``GET /v2`` with a 307 to ``/v2/``, and protocol clients
     such as tritonclient do not follow redirects, so server metadata would be unreachable.
+    Matching is a prefix test rather than Starlette's pattern, which is slower per request and
+    stops at a newline (``/v2/models/a%0Ab`` would get the host app's 404, not ours).
     """
 
-    def __init__(self, path: str, *args: Any, **kwargs: Any) -> None:
-        super().__init__(path, *args, **kwargs)
-        # Starlette's pattern ends at a newline (`.*`): /v2/models/a%0Ab would get the host app's 404, not ours.
-        self.path_regex = re.compile(self.path_regex.pattern, re.DOTALL)
-
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope["type"] == "http":
-            root_path = scope.get("root_path", "")
-            if route_path(scope) == self.path:
-                return Match.FULL, {
-                    "path_params": dict(scope.get("path_params", {})),
-                    "app_root_path": scope.get("app_root_path", root_path),
-                    "root_path": root_path + self.path,
-                    "endpoint": self.app,
-                }
-        return super().matches(scope)
+        if scope["type"] not in ("http", "websocket"):
+            return Match.NONE, {}
+        path = route_path(scope)
+        if path != self.path and not path.startswith(self.path + "/"):
+            return Match.NONE, {}
+        root_path = scope.get("root_path", "")
+        return Match.FULL, {
+            "path_params": dict(scope.get("path_params", {})),
+            "app_root_path": scope.get("app_root_path", root_path),
+            "root_path": root_path + self.path,
+            "endpoint": self.app,
+        }
 
 
 def mount(app: Starlette, models: ModelsArgument | OIPApp, path: str = "/v2", **options: Any) -> OIPApp:

@@ -71,7 +71,7 @@ async def send_inference(send: Send, header: bytes, binary: list[bytes | memoryv
     if encoding is not None:
         await _send_compressed(send, headers, header, binary, encoding)
         return
-    size = len(header) + sum(len(part) for part in binary)
+    size = len(header) + sum(map(len, binary))
     headers.append((b"content-length", str(size).encode()))
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": header, "more_body": bool(binary)})

@@ -67,7 +67,6 @@ ELEMENT: dict[str, Any] = {
 }
 
 
-
 def _typed_input(datatype: str, element: Any) -> type[RequestInput]:
     data = list[Union[element, list[Any]]]  # noqa: UP007
     typed = msgspec.defstruct(

@@ -85,13 +85,12 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any])
     count = math.prod(shape)
     if len(items) != count:
         raise BadRequest(f"input '{name}': data has {len(items)} elements, shape {shape_text(shape)} needs {count}")
-    mixed = BadRequest(f"input '{name}': data mixes elements and nested arrays at the same depth")
     if datatype == "BYTES":
         array = np.empty(count, dtype=object)
         try:
             array[:] = [item.encode() for item in items]
         except AttributeError:
-            raise mixed from None
+            raise _mixed(name) from None
         return array.reshape(shape)
     dtype = native_dtype(datatype)
     try:
@@ -102,10 +101,14 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any])
     except OverflowError:  # UINT64 above 2**64 - 1: msgspec's bounds stop at int64
         raise BadRequest(f"input '{name}': a value is out of range for {datatype}") from None
     except (TypeError, ValueError):
-        raise mixed from None
+        raise _mixed(name) from None
     if array.dtype != dtype:
         array = _narrow_floats(name, datatype, array, dtype)
     return array.reshape(shape)
+
+
+def _mixed(name: str) -> BadRequest:
+    return BadRequest(f"input '{name}': data mixes elements and nested arrays at the same depth")
 
 
 def _rounds_to_infinity(dtype: type[np.floating[Any]]) -> float:
@@ -120,11 +123,12 @@ _OVERFLOW = {np.dtype(t): _rounds_to_infinity(t) for t in (np.float16, np.float3
 def _first_overflow(values: np.ndarray, dtype: np.dtype) -> int | None:
     """The flat index of the first finite value that would round to infinity in FP16/FP32 `dtype`."""
     limit = _OVERFLOW[dtype]
-    # One pass for the common case; NaN fails the comparison and takes the exact path.
-    if not values.size or max(float(values.max()), -float(values.min())) < limit:
+    # One pass for the common case (in doubles: the int64 minimum has no int64 absolute value);
+    # NaN fails the comparison and takes the exact path.
+    magnitudes = np.abs(values.reshape(-1), dtype=np.float64)
+    if not magnitudes.size or float(magnitudes.max()) < limit:
         return None
-    flat = values.reshape(-1)
-    overflowed = np.flatnonzero(np.isfinite(flat) & (np.abs(flat) >= limit))
+    overflowed = np.flatnonzero(np.isfinite(magnitudes) & (magnitudes >= limit))
     return int(overflowed[0]) if overflowed.size else None
 
 

@@ -652,4 +652,3 @@ async def document() -> str:
 
 if __name__ == "__main__":
     print(asyncio.run(document()), end="")
-

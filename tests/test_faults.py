@@ -402,6 +402,14 @@ async def test_model_faults_not_covered_in_test_app_are_500s_naming_the_problem(
             Model(lambda x: x * 1e300, inputs=INT_IN, outputs=[TensorSpec("y", "FP32", [-1])]),
             "output 'y' holds 1e+300, out of range for FP32",
         ),
+        "int64_minimum_for_fp16": (  # its absolute value is no int64: the range check must not wrap
+            Model(
+                lambda x: np.full(x.shape, -(2**63), dtype=np.int64),
+                inputs=INT_IN,
+                outputs=[TensorSpec("y", "FP16", [-1])],
+            ),
+            "output 'y' holds -9223372036854775808, out of range for FP16",
+        ),
         "list_for_two_outputs": (
             Model(lambda x: [x, x], inputs=INT_IN, outputs=two_outputs),
             "returned a single list but declares 2 outputs; return a mapping",
