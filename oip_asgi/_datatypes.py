@@ -29,6 +29,12 @@ _DATATYPE_OF_KIND = {(dt.kind, dt.itemsize): name for name, dt in _NUMPY.items()
 DATATYPES: tuple[str, ...] = (*_NUMPY, "BF16")
 
 
+def rounds_to_infinity(dtype: type[np.floating]) -> float:
+    """The smallest double that rounds to infinity in `dtype`: 2**maxexp less half the top step (ties go up)."""
+    info = np.finfo(dtype)
+    return float(2.0**info.maxexp - 2.0 ** (info.maxexp - info.nmant - 2))
+
+
 def _bfloat16() -> np.dtype | None:
     try:
         import ml_dtypes

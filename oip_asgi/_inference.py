@@ -73,6 +73,7 @@ def _decode_header(data: bytes | bytearray | memoryview, header_length: int | No
 
 class _Named(msgspec.Struct):
     name: Any = None
+    datatype: Any = None
 
 
 class _InputNames(msgspec.Struct):
@@ -88,12 +89,14 @@ def _validation_message(data: bytes | bytearray | memoryview, error: str) -> str
     if match is not None:
         try:
             inputs = msgspec.json.decode(data, type=_InputNames).inputs
-            name = msgspec.convert(inputs[int(match[1])], _Named).name
+            named = msgspec.convert(inputs[int(match[1])], _Named)
         except (msgspec.MsgspecError, UnicodeDecodeError, LookupError, TypeError):
-            name = None
-        if isinstance(name, str):
+            named = _Named()
+        if isinstance(named.name, str):
+            # The datatype explains a bound (`float` < 65520.0 is FP16's range).
+            of = f" ({named.datatype})" if named.datatype in DATATYPES else ""
             # Each element may also be a nested row (`int | array`); the element type is what was meant.
-            message = f"input '{name}': {error.replace(' | array`', '`')}"
+            message = f"input '{named.name}'{of}: {error.replace(' | array`', '`')}"
             if error.endswith(".datatype`"):
                 message += f"; the datatypes are {', '.join(DATATYPES)}"
             return message

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Union
 import msgspec
 import numpy as np
 
+from ._datatypes import rounds_to_infinity
+
 # A dimension is "representable as an unsigned 64-bit integer"; numpy indexes with int64, so that is our ceiling.
 Dim = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 ByteCount = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
@@ -46,9 +48,14 @@ def _int_bound(dtype: type[np.integer[Any]]) -> msgspec.Meta:
     return msgspec.Meta(ge=int(info.min), le=int(info.max))
 
 
-# The JSON element type of each datatype: bounds reject what the dtype cannot hold. Floats are
-# range-checked for FP16/FP32 where that is vectorized (msgspec rejects what overflows a double),
-# and UINT64's top by numpy, since msgspec's bounds stop at int64. BF16 has no JSON form.
+def _float_bound(dtype: type[np.floating[Any]]) -> msgspec.Meta:
+    limit = rounds_to_infinity(dtype)  # values short of it round to the largest finite value
+    return msgspec.Meta(gt=-limit, lt=limit)
+
+
+# The JSON element type of each datatype: bounds reject what the dtype cannot hold, while the
+# numbers are parsed (msgspec itself rejects what overflows a double). UINT64's top is checked
+# by numpy, since msgspec's bounds stop at int64. BF16 has no JSON form.
 ELEMENT: dict[str, Any] = {
     "BOOL": bool,
     "UINT8": Annotated[int, _int_bound(np.uint8)],
@@ -59,8 +66,8 @@ ELEMENT: dict[str, Any] = {
     "INT16": Annotated[int, _int_bound(np.int16)],
     "INT32": Annotated[int, _int_bound(np.int32)],
     "INT64": Annotated[int, _int_bound(np.int64)],
-    "FP16": float,
-    "FP32": float,
+    "FP16": Annotated[float, _float_bound(np.float16)],
+    "FP32": Annotated[float, _float_bound(np.float32)],
     "FP64": float,
     "BYTES": str,
     "BF16": Any,

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ._datatypes import datatype_of, element_size, native_dtype, numpy_dtype
+from ._datatypes import datatype_of, element_size, native_dtype, numpy_dtype, rounds_to_infinity
 from ._errors import BadRequest
 from ._numbers import json_numbers
 from ._schemas import ELEMENT
@@ -96,14 +96,12 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any])
     try:
         if datatype == "BOOL":
             array = np.array(items, dtype=bool)  # fromiter would take a list as a true value
-        else:
-            array = np.fromiter(items, np.float64 if dtype.kind == "f" else dtype, count)
+        else:  # FP16/FP32 round straight from the parsed doubles, which the schema kept in range
+            array = np.fromiter(items, dtype, count)
     except OverflowError:  # UINT64 above 2**64 - 1: msgspec's bounds stop at int64
         raise BadRequest(f"input '{name}': a value is out of range for {datatype}") from None
     except (TypeError, ValueError):
         raise _mixed(name) from None
-    if array.dtype != dtype:
-        array = _narrow_floats(name, datatype, array, dtype)
     return array.reshape(shape)
 
 
@@ -111,13 +109,7 @@ def _mixed(name: str) -> BadRequest:
     return BadRequest(f"input '{name}': data mixes elements and nested arrays at the same depth")
 
 
-def _rounds_to_infinity(dtype: type[np.floating[Any]]) -> float:
-    """The smallest double that rounds to infinity in `dtype`: 2**maxexp less half the top step (ties go up)."""
-    info = np.finfo(dtype)
-    return float(2.0**info.maxexp - 2.0 ** (info.maxexp - info.nmant - 2))
-
-
-_OVERFLOW = {np.dtype(t): _rounds_to_infinity(t) for t in (np.float16, np.float32)}
+_OVERFLOW = {np.dtype(t): rounds_to_infinity(t) for t in (np.float16, np.float32)}
 
 
 def _first_overflow(values: np.ndarray, dtype: np.dtype) -> int | None:
@@ -130,14 +122,6 @@ def _first_overflow(values: np.ndarray, dtype: np.dtype) -> int | None:
         return None
     overflowed = np.flatnonzero(np.isfinite(magnitudes) & (magnitudes >= limit))
     return int(overflowed[0]) if overflowed.size else None
-
-
-def _narrow_floats(name: str, datatype: str, wide: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Round doubles to FP16/FP32; a value that would round to infinity there is out of range."""
-    index = _first_overflow(wide, dtype)
-    if index is not None:
-        raise BadRequest(f"input '{name}': {float(wide[index])!r} at `$.data[{index}]` is out of range for {datatype}")
-    return wide.astype(dtype)
 
 
 def binary_size(datatype: str, shape: list[int]) -> int | None:

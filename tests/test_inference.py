@@ -115,8 +115,8 @@ async def test_float32_prints_as_float32_and_nested_data_is_accepted() -> None:
         ("INT32", [1.5, 2], "Expected `int`, got `float`"),
         ("INT32", [True, 2], "Expected `int`, got `bool`"),
         ("BOOL", [1, 0], "Expected `bool`, got `int`"),
-        ("FP32", [0, 1e39], "1e+39 at `$.data[1]` is out of range for FP32"),
-        ("FP16", [65520, 0], "65520.0 at `$.data[0]` is out of range for FP16"),
+        ("FP32", [0, 1e39], "(FP32): Expected `float` < 3.4028235677973366e+38 - at `$.inputs[0].data[1]`"),
+        ("FP16", [65520, 0], "(FP16): Expected `float` < 65520.0 - at `$.inputs[0].data[0]`"),
         ("FP32", ["NaN", 0], "Expected `float`, got `str`"),
         ("BYTES", [1, 2], "Expected `str`, got `int`"),
         ("FP32", [1.0], "data has 1 elements, shape [2] needs 2"),
@@ -141,6 +141,14 @@ async def test_floats_are_in_range_when_they_round_to_a_finite_value() -> None:
         single = (await http.post("/v2/models/echo/infer", json=wide)).json()["outputs"][0]
     assert np.array(half["data"], dtype=np.float16).tolist() == [65504.0, -65504.0, 0.0]
     assert np.array(single["data"], dtype=np.float32).tolist() == [np.finfo(np.float32).max, np.finfo(np.float32).min]
+
+
+async def test_nested_rows_are_range_checked_as_flat_data_is() -> None:
+    async with client(identity_app()) as http:
+        body = {"inputs": [{"name": "t", "shape": [2, 1], "datatype": "FP16", "data": [[1], [-65520]]}]}
+        response = await http.post("/v2/models/echo/infer", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"] == "input 't': invalid FP16 data: Expected `float` > -65520.0 - at `$.data[1][0]`"
 
 
 async def test_ragged_nested_data_is_400() -> None:
