@@ -135,7 +135,8 @@ class BodyReader:
 
     async def expect_end(self, declared: int) -> None:
         """Fail if the body goes on past the `declared` bytes its headers account for."""
-        if self._position < len(self._chunk) or await self._next_chunk():
+        may_go_on = self._more or self._inflater is not None  # an inflater may hold output, or be cut short
+        if self._position < len(self._chunk) or (may_go_on and await self._next_chunk()):
             raise BadRequest(
                 f"request body is longer than the {declared} bytes its header and binary_data_size declare"
             )

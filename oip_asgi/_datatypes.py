@@ -24,6 +24,7 @@ _NUMPY: dict[str, np.dtype] = {
 }
 # The same in the host's byte order: what arrays are built in and models get.
 _NATIVE = {name: dtype.newbyteorder("=") for name, dtype in _NUMPY.items()}
+_DATATYPE_OF_NATIVE = {dtype: name for name, dtype in _NATIVE.items() if name != "BYTES"}  # the usual case
 _DATATYPE_OF_KIND = {(dt.kind, dt.itemsize): name for name, dt in _NUMPY.items() if name != "BYTES"}
 
 DATATYPES: tuple[str, ...] = (*_NUMPY, "BF16")
@@ -65,6 +66,9 @@ def native_dtype(datatype: str) -> np.dtype:
 
 def datatype_of(dtype: np.dtype) -> str | None:
     """The protocol datatype of a numpy dtype, or None when the protocol has none for it."""
+    datatype = _DATATYPE_OF_NATIVE.get(dtype)
+    if datatype is not None:
+        return datatype
     if dtype.kind in "OSU":
         return "BYTES"
     datatype = _DATATYPE_OF_KIND.get((dtype.kind, dtype.itemsize))
@@ -73,6 +77,9 @@ def datatype_of(dtype: np.dtype) -> str | None:
     return datatype
 
 
+_ELEMENT_SIZE = {**{name: dtype.itemsize for name, dtype in _NUMPY.items()}, "BYTES": 0, "BF16": 2}
+
+
 def element_size(datatype: str) -> int:
     """Bytes per element in binary form; BYTES has no fixed size and answers 0."""
-    return 0 if datatype == "BYTES" else (2 if datatype == "BF16" else _NUMPY[datatype].itemsize)
+    return _ELEMENT_SIZE[datatype]

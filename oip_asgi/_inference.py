@@ -341,9 +341,6 @@ def build_response(name: str, model: Model, inputs: Inputs, result: Any) -> Infe
         wanted = [(spec.name, None) for spec in model.outputs]
     else:
         wanted = [(output, None) for output in produced]
-        unnamed = next((output for output in produced if not isinstance(output, str)), None)
-        if unnamed is not None:  # it would go out as a number or base64 text: a name the client never asked for
-            raise ModelError(f"model '{name}' returned an output keyed {unnamed!r}; output names are strings")
     if model.outputs is not None:
         undeclared = [output for output in produced if model.output_spec(output) is None]
         if undeclared:
@@ -352,6 +349,8 @@ def build_response(name: str, model: Model, inputs: Inputs, result: Any) -> Infe
     outputs: list[ResponseOutput] = []
     binary: list[bytes | memoryview] = []
     for output, parameters in wanted:
+        if not isinstance(output, str):  # it would go out as a number or base64 text: a name nobody asked for
+            raise ModelError(f"model '{name}' returned an output keyed {output!r}; output names are strings")
         if output not in produced:
             if model.outputs is None:
                 raise BadRequest(

@@ -7,7 +7,7 @@ clients speaking a newer protocol revision still work; msgspec's errors carry a 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Union
 
 import msgspec
 import numpy as np
@@ -28,15 +28,13 @@ class RequestInput(msgspec.Struct, gc=False, tag_field="datatype"):
     """An input tensor. Each datatype is a subclass (the tag) that types its ``data`` elements, so the
     whole request is decoded and validated in one pass, and a tensor's numbers are parsed only once."""
 
+    datatype: ClassVar[str]  # the tag, as a plain class attribute of each subclass
+
     name: str
     shape: list[Dim]
     parameters: InputParameters | None = None
     # Flat data arrives as checked elements; a nested row stays a list, checked against the shape later.
     data: list[Any] | None = None
-
-    @property
-    def datatype(self) -> str:
-        return self.__struct_config__.tag  # type: ignore[return-value]
 
     @property
     def binary_data_size(self) -> int | None:
@@ -77,7 +75,12 @@ ELEMENT: dict[str, Any] = {
 def _typed_input(datatype: str, element: Any) -> type[RequestInput]:
     data = list[Union[element, list[Any]]]  # noqa: UP007
     typed = msgspec.defstruct(
-        f"{datatype}Input", [("data", data | None, None)], bases=(RequestInput,), tag=datatype, gc=False
+        f"{datatype}Input",
+        [("data", data | None, None)],
+        bases=(RequestInput,),
+        tag=datatype,
+        namespace={"datatype": datatype},
+        gc=False,
     )
     return typed  # type: ignore[return-value]
 
