@@ -23,6 +23,7 @@ from ._schemas import (
     RequestInput,
     ResponseOutput,
     encoder,
+    nested_request_decoder,
     request_decoder,
 )
 from ._tensors import (
@@ -59,9 +60,25 @@ class InferenceResult:
         return len(self.header) + sum(len(part) for part in self.binary)
 
 
+# msgspec's error when flat data meets a row: the request holds nested data.
+_NESTED_ROW = re.compile(r"got `array` - at `\$\.inputs\[\d+\]\.data\[\d+\]`$")
+
+
+def _parse(data: bytes | bytearray | memoryview) -> InferenceRequest:
+    """One typed pass for flat data; nested data, rarer, is parsed again keeping its rows as lists."""
+    try:
+        request: InferenceRequest = request_decoder.decode(data)
+        return request
+    except msgspec.ValidationError as exc:
+        if _NESTED_ROW.search(str(exc)) is None:
+            raise
+    nested: InferenceRequest = nested_request_decoder.decode(data)
+    return nested
+
+
 def _decode_header(data: bytes | bytearray | memoryview, header_length: int | None) -> InferenceRequest:
     try:
-        return request_decoder.decode(data)
+        return _parse(data)
     except msgspec.ValidationError as exc:
         raise BadRequest(_validation_message(data, str(exc))) from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec raises the latter for invalid UTF-8

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from ._models import ModelRepository
-from ._schemas import InferenceRequest, InferenceResponse, ModelMetadata, ServerMetadata, encoder
+from ._schemas import NESTED_REQUEST, InferenceResponse, ModelMetadata, ServerMetadata, encoder
 
 REF = "#/components/schemas/{name}"
 
@@ -92,7 +92,7 @@ def _parameter(name: str, values: list[str]) -> dict[str, Any]:
 def build_document(server: ServerMetadata, repository: ModelRepository) -> dict[str, Any]:
     """The document without `servers`, which depends on the request."""
     _, components = msgspec.json.schema_components(
-        [InferenceRequest, InferenceResponse, ModelMetadata, ServerMetadata, Error, Live, Ready, ModelReady],
+        [NESTED_REQUEST, InferenceResponse, ModelMetadata, ServerMetadata, Error, Live, Ready, ModelReady],
         ref_template=REF,
     )
     names = repository.names()
