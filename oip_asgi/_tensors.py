@@ -220,7 +220,8 @@ def json_data(name: str, array: np.ndarray, datatype: str) -> list[str] | msgspe
     if datatype == "BF16":
         raise BadRequest(f"output '{name}' is BF16, which has no JSON form; request it as binary data")
     text = json_numbers(array)
-    if array.dtype.kind == "f" and b"null" in text:  # orjson prints NaN and infinity as null
+    # orjson prints NaN and infinity as null, the only "n" in numbers; one byte is searched by memchr.
+    if array.dtype.kind == "f" and b"n" in text:
         raise BadRequest(f"output '{name}' holds NaN or infinity, which JSON cannot carry; request it as binary data")
     return msgspec.Raw(text)
 
