@@ -21,6 +21,18 @@ _WBITS = {"gzip": 32 + zlib.MAX_WBITS, "x-gzip": 32 + zlib.MAX_WBITS, "deflate":
 
 
 class BodyReader:
+    __slots__ = (
+        "_receive",
+        "_limit",
+        "_chunk",
+        "_position",
+        "_more",
+        "_received",
+        "_inflater",
+        "_compressed",
+        "content_length",
+    )
+
     def __init__(
         self, receive: Receive, *, limit: int, content_length: int | None, content_encoding: str | None
     ) -> None:

@@ -39,7 +39,7 @@ from ._tensors import (
 DEFAULT_OUTPUT = "OUTPUT0"  # the name a single unnamed result gets when a model declares no outputs
 
 
-@dataclass
+@dataclass(slots=True)
 class Inputs:
     """A decoded request: its tensors as arrays, and what the response should look like."""
 
@@ -50,7 +50,7 @@ class Inputs:
     all_binary: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class InferenceResult:
     header: bytes
     binary: list[bytes | memoryview]
