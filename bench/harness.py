@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import envs
 import loadgen
@@ -245,7 +246,11 @@ def main(argv: list[str]) -> None:
         "--ours-python", type=Path, help="run ours and the floor with this interpreter instead of a venv"
     )
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results", help="output folder")
+    parser.add_argument("--report", type=Path, help="only summarize a recorded run again (its .json), no measuring")
     args = parser.parse_args(argv)
+    if args.report is not None:
+        publish(json.loads(args.report.read_text()), args.report.with_suffix(""))
+        return
     servers = tuple(s for s in envs.ORDER if s in args.servers.split(","))
     unknown = set(args.servers.split(",")) - set(envs.ORDER)
     if unknown:
@@ -320,15 +325,8 @@ def git_commit() -> str:
 def write_results(
     settings: Settings, run: Run, versions: dict[str, dict[str, str]], argv: list[str], elapsed: float
 ) -> None:
-    values = report.medians(run.samples)
-    classification = envs.ROOT / "oip_asgi" / "_classification.py"
-    goals = report.targets(values, classification.read_text() if classification.exists() else None)
-    servers = [s for s in settings.servers if s in values or s in run.errors]
-    command = "python3 bench/run.py" + ("" if not argv else " " + shlex.join(argv))
-    settings.results.mkdir(parents=True, exist_ok=True)
-    stem = settings.results / settings.label
     document = {
-        "command": command,
+        "command": "python3 bench/run.py" + ("" if not argv else " " + shlex.join(argv)),
         "commit": git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "elapsed_s": round(elapsed, 1),
@@ -336,23 +334,36 @@ def write_results(
                      "import_repeat": settings.import_repeat, "workloads": list(settings.only)},
         "machine": machine(),
         "versions": versions,
-        "medians": values,
-        "ratios": {other: {m.key: report.ratio(values, m.key, other) for m in report.METRICS}
-                   for other in servers if other != "ours"},
-        "targets": [{"target": t.text, "measured": t.measured, "met": t.met} for t in goals],
         "errors": run.errors,
         "samples": run.samples,
         "runs": run.details,
     }  # fmt: skip
+    settings.results.mkdir(parents=True, exist_ok=True)
+    publish(document, settings.results / settings.label)
+
+
+def publish(document: dict[str, Any], stem: Path) -> None:
+    """Medians, ratios, targets, the table and the chart from a run's samples, into <stem>.json/.md/.png.
+
+    `--report <stem>.json` runs this again on recorded samples, after a change to how they are summarized.
+    """
+    samples, errors, rounds = document["samples"], document["errors"], document["settings"]["rounds"]
+    servers = [s for s in envs.ORDER if s in samples or s in errors]
+    classification = envs.ROOT / "oip_asgi" / "_classification.py"
+    goals = report.targets(samples, classification.read_text() if classification.exists() else None)
+    document["medians"] = report.medians(samples)
+    document["ratios"] = {
+        other: {m.key: report.ratio(samples, m.key, other) for m in report.METRICS}
+        for other in servers
+        if other != "ours"
+    }
+    document["targets"] = [{"target": t.text, "measured": t.measured, "met": t.met} for t in goals]
     stem.with_suffix(".json").write_text(json.dumps(document, indent=1) + "\n")
-    table = report.markdown(values, servers, settings.rounds, goals, run.errors)
-    stem.with_suffix(".md").write_text(f"# Benchmark results ({settings.label})\n\nCommand: `{command}`\n\n{table}")
-    report.chart(
-        values,
-        servers,
-        stem.with_suffix(".png"),
-        f"oip-asgi vs peers ({settings.label}, medians of {settings.rounds} round(s))",
-    )
+    table = report.markdown(samples, servers, rounds, goals, errors)
+    title = f"# Benchmark results ({stem.name})\n\nCommand: `{document['command']}`\n\n"
+    stem.with_suffix(".md").write_text(title + table)
+    caption = f"oip-asgi vs peers ({stem.name}, medians of {rounds} round(s))"
+    report.chart(document["medians"], servers, stem.with_suffix(".png"), caption)
     print("\n" + table)
     print(f"written: {stem}.json, {stem}.md, {stem}.png", flush=True)
 

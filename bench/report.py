@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import operator
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,11 +50,28 @@ def medians(samples: Samples) -> Medians:
     }
 
 
-def ratio(values: Medians, metric: str, other: str) -> float | None:
-    ours, theirs = values.get("ours", {}).get(metric), values.get(other, {}).get(metric)
-    if ours is None or not theirs:
+def paired(
+    samples: Samples, metric: str, others: Sequence[str], combine: Callable[[float, float], float]
+) -> float | None:
+    """The median over rounds of `combine(ours, best other)`, pairing values from the same round.
+
+    Servers take turns within a round, minutes apart, while the shared machine's speed drifts by up
+    to 1.5x over a run: pairing by round cancels that drift, where a ratio of medians would take
+    each side's median from different rounds. When some round lacks a value (a failed run), the
+    medians are combined instead. Among several others (W3's peers) the lowest value, the least CPU, counts.
+    """
+    ours = samples.get("ours", {}).get(metric)
+    theirs = [samples[other][metric] for other in others if samples.get(other, {}).get(metric)]
+    if not ours or not theirs:
         return None
-    return ours / theirs
+    if all(len(values) == len(ours) for values in theirs):
+        return statistics.median(combine(mine, min(other)) for mine, *other in zip(ours, *theirs, strict=True))
+    return combine(statistics.median(ours), min(statistics.median(values) for values in theirs))
+
+
+def ratio(samples: Samples, metric: str, other: str) -> float | None:
+    """ours / other for `metric`, paired by round."""
+    return paired(samples, metric, [other], operator.truediv)
 
 
 @dataclass(frozen=True)
@@ -75,7 +94,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
-def targets(values: Medians, classification_source: str | None) -> list[Target]:
+def targets(samples: Samples, classification_source: str | None) -> list[Target]:
     found: list[Target] = []
 
     def check(
@@ -89,22 +108,19 @@ def targets(values: Medians, classification_source: str | None) -> list[Target]:
             met = value > limit if strict else value >= limit
         found.append(Target(text, "-" if value is None else f"{_fmt(value)}{unit}", met))
 
-    check("W1 CPU/request <= 1.5x floor", ratio(values, "W1.cpu_ms_c1", "floor"), 1.5, True)
-    check("W1 CPU/request <= 1/3 of MLServer", ratio(values, "W1.cpu_ms_c1", "mlserver"), 1 / 3, True)
-    check("W1 req/s at c=16 >= 0.7x floor", ratio(values, "W1.rps_c16", "floor"), 0.7, False)
+    check("W1 CPU/request <= 1.5x floor", ratio(samples, "W1.cpu_ms_c1", "floor"), 1.5, True)
+    check("W1 CPU/request <= 1/3 of MLServer", ratio(samples, "W1.cpu_ms_c1", "mlserver"), 1 / 3, True)
+    check("W1 req/s at c=16 >= 0.7x floor", ratio(samples, "W1.rps_c16", "floor"), 0.7, False)
     for c in (1, 4):
-        check(f"W2 MB/s at c={c} >= 0.9x echo floor", ratio(values, f"W2.mbps_c{c}", "floor"), 0.9, False)
-        check(f"W2 MB/s at c={c} > PyTriton", ratio(values, f"W2.mbps_c{c}", "pytriton"), 1.0, False, strict=True)
-    peers = [values[p]["W3.cpu_ms_c1"] for p in PEERS if "W3.cpu_ms_c1" in values.get(p, {})]
-    ours_w3 = values.get("ours", {}).get("W3.cpu_ms_c1")
-    best = min(peers) if peers else None
-    check(
-        "W3 CPU/request <= 1/2 of the best peer's", None if ours_w3 is None or not best else ours_w3 / best, 0.5, True
-    )
-    check("W4 (peak RSS - idle) / payload <= 1.5", values.get("ours", {}).get("W4.rss_over_payload"), 1.5, True, "")
-    check("W5 start to ready <= 1.3x floor", ratio(values, "W5.ready_s", "floor"), 1.3, True)
-    ours_import, base_import = values.get("ours", {}).get("W5.import_s"), values.get("floor", {}).get("W5.import_s")
-    extra_ms = None if ours_import is None or base_import is None else (ours_import - base_import) * 1000
+        check(f"W2 MB/s at c={c} >= 0.9x echo floor", ratio(samples, f"W2.mbps_c{c}", "floor"), 0.9, False)
+        check(f"W2 MB/s at c={c} > PyTriton", ratio(samples, f"W2.mbps_c{c}", "pytriton"), 1.0, False, strict=True)
+    best_peer = paired(samples, "W3.cpu_ms_c1", PEERS, operator.truediv)
+    check("W3 CPU/request <= 1/2 of the best peer's", best_peer, 0.5, True)
+    rss = statistics.median(samples.get("ours", {}).get("W4.rss_over_payload") or [math.nan])
+    check("W4 (peak RSS - idle) / payload <= 1.5", None if math.isnan(rss) else rss, 1.5, True, "")
+    check("W5 start to ready <= 1.3x floor", ratio(samples, "W5.ready_s", "floor"), 1.3, True)
+    extra_s = paired(samples, "W5.import_s", ["floor"], operator.sub)
+    extra_ms = None if extra_s is None else extra_s * 1000
     check("W5 `import oip_asgi` <= 50 ms over starlette+numpy+msgspec", extra_ms, 50, True, " ms")
     if classification_source is not None:
         # A static look at the core: partial selection (np.partition / np.argpartition) must be there.
@@ -115,12 +131,13 @@ def targets(values: Medians, classification_source: str | None) -> list[Target]:
 
 
 def markdown(
-    values: Medians,
+    samples: Samples,
     servers: Sequence[str],
     rounds: int,
     goals: Sequence[Target],
     errors: Mapping[str, Mapping[str, str]],
 ) -> str:
+    values = medians(samples)
     others = [s for s in servers if s != "ours"]
     head = ["metric", "better", *servers, *[f"ours/{s}" for s in others]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -131,13 +148,12 @@ def markdown(
             row.append(
                 _fmt(value) if value is not None else ("error" if _error_for(errors, server, metric.key) else "-")
             )
-        row.extend(
-            _fmt(ratio(values, metric.key, other)) + ("x" if ratio(values, metric.key, other) else "")
-            for other in others
-        )
+        ratios = [ratio(samples, metric.key, other) for other in others]
+        row.extend(_fmt(value) + ("x" if value else "") for value in ratios)
         lines.append("| " + " | ".join(row) + " |")
     out = [
-        f"Medians of {rounds} interleaved round(s); ratios are ours / that server, from the same run.",
+        f"Medians of {rounds} interleaved round(s); ratios are ours / that server: the median of the"
+        " rounds' ratios, each from values measured in the same round.",
         "",
         *lines,
         "",
