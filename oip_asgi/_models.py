@@ -202,7 +202,6 @@ class ModelRepository:
                     raise ValueError(f"model {name!r} lists version {model.version!r} twice")
                 by_version[model.version] = model
             self._versions[name] = dict(sorted(by_version.items(), key=lambda item: _version_key(item[0])))
-        self._newest = {name: list(versions.values())[-1] for name, versions in self._versions.items()}
 
     def names(self) -> list[str]:
         return list(self._versions)
@@ -218,7 +217,7 @@ class ModelRepository:
         if versions is None:
             raise NotFound(f"unknown model '{name}'")
         if version is None:
-            return self._newest[name]
+            return next(reversed(versions.values()))
         model = versions.get(version)
         if model is None:
             raise NotFound(f"model '{name}' has no version '{version}' (versions: {', '.join(versions)})")
