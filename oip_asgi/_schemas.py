@@ -34,7 +34,8 @@ class RequestInput(msgspec.Struct, gc=False, tag_field="datatype"):
     shape: list[Dim]
     parameters: InputParameters | None = None
     # Flat data arrives as checked elements; a nested row stays a list, checked against the shape later.
-    data: list[Any] | None = None
+    # A large request's flat numbers arrive as an array of the datatype instead (see `_bulk_json`).
+    data: list[Any] | np.ndarray | None = None
 
     @property
     def binary_data_size(self) -> int | None:

@@ -64,8 +64,12 @@ def _flatten(nested: list[Any], shape: list[int], name: str) -> list[Any]:
     return items
 
 
-def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any]) -> np.ndarray:
+def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any] | np.ndarray) -> np.ndarray:
     """The tensor of decoded JSON ``data``: flat elements were checked by the request's schema."""
+    if isinstance(data, np.ndarray):  # flat numbers the bulk parser already put in an array
+        if data.size != math.prod(shape):
+            raise _miscount(name, data.size, shape)
+        return data.reshape(shape)
     if datatype == "BF16":
         raise BadRequest(f"input '{name}': BF16 has no JSON form; send it as binary data (binary_data_size)")
     depth = _nesting_depth(data)
@@ -84,7 +88,7 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any])
         items = _flatten(nested, shape[:depth], name)
     count = math.prod(shape)
     if len(items) != count:
-        raise BadRequest(f"input '{name}': data has {len(items)} elements, shape {shape_text(shape)} needs {count}")
+        raise _miscount(name, len(items), shape)
     if datatype == "BYTES":
         array = np.empty(count, dtype=object)
         try:
@@ -103,6 +107,10 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any])
     except (TypeError, ValueError):
         raise _mixed(name) from None
     return array.reshape(shape)
+
+
+def _miscount(name: str, count: int, shape: list[int]) -> BadRequest:
+    return BadRequest(f"input '{name}': data has {count} elements, shape {shape_text(shape)} needs {math.prod(shape)}")
 
 
 def _mixed(name: str) -> BadRequest:

@@ -52,8 +52,11 @@ def test_identity_every_datatype(triton: httpclient.InferenceServerClient, datat
         data = np.array(["ascii", "ünïcode", ""], dtype=np.object_)
     elif datatype == "BOOL":
         data = np.array([True, False, True])
-    else:
-        data = (np.arange(6) * 1.5 if datatype.startswith("FP") else np.arange(6)).astype(NUMERIC[datatype])
+    else:  # thousands of numbers (JSON this large is parsed by simdjson), the dtype's extremes among them
+        dtype = np.dtype(NUMERIC[datatype])
+        info = np.finfo(dtype) if dtype.kind == "f" else np.iinfo(dtype)
+        steps = np.arange(2000) % 100 * (1.5 if dtype.kind == "f" else 1)
+        data = np.concatenate([np.array([info.min, info.max], dtype), steps.astype(dtype)])
     tensor = httpclient.InferInput("INPUT0", [len(data)], datatype)
     tensor.set_data_from_numpy(data, binary_data=binary)
     output = httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary)
