@@ -39,7 +39,7 @@ SPECS = {
         requirements=OURS_REQUIREMENTS,
         app="ours_app.py",
         imports="import oip_asgi",
-        distributions=("oip-asgi", "msgspec", "orjson", "numpy", *UVICORN_STACK),
+        distributions=("oip-asgi", "msgspec", "orjson", "pysimdjson", "numpy", *UVICORN_STACK),
     ),
     "floor": Spec(
         name="floor",
