@@ -12,7 +12,6 @@ import msgspec
 import numpy as np
 
 from ._body import BodyReader
-from ._bulk_json import bulk_request
 from ._classification import classify
 from ._datatypes import DATATYPES, element_size
 from ._errors import BadRequest, ModelError, PayloadTooLarge
@@ -83,6 +82,9 @@ def _parse(data: bytes | bytearray | memoryview) -> InferenceRequest:
 
 def _decode_header(data: bytes | bytearray | memoryview, header_length: int | None) -> InferenceRequest:
     if len(data) >= BULK_SIZE:  # simdjson takes what it can parse straight into arrays; msgspec the rest
+        # Imported here: simdjson's import (~7 ms) is for the processes that meet a large body, not every cold start.
+        from ._bulk_json import bulk_request
+
         bulk = bulk_request(data)
         if bulk is not None:
             return bulk
