@@ -61,7 +61,7 @@ def _plain_fields(record: simdjson.Object, leave_out: str) -> dict[str, Any]:
 
 
 def _numbers(data: simdjson.Array, datatype: str) -> np.ndarray:
-    """The flattened numbers, as the datatype's array; ValueError or TypeError when one does not fit."""
+    """The numbers as an array of the datatype; ValueError or TypeError when one does not fit it."""
     buffer_type = _BUFFER_TYPE[datatype]
     values = np.frombuffer(data.as_buffer(of_type=buffer_type), dtype=_BUFFER_DTYPE[buffer_type])
     bounds = _BOUNDS[datatype]
@@ -98,7 +98,7 @@ def _arrays(document: simdjson.Object, inputs: simdjson.Array) -> int:
     """How many arrays a request of flat data has: the inputs and outputs lists, each input's shape and data."""
     count = 1 + isinstance(document.get("outputs"), simdjson.Array)
     for tensor in inputs:
-        if isinstance(tensor, simdjson.Object):  # each is (`_input` refused any other)
+        if isinstance(tensor, simdjson.Object):  # any other is refused by `_input`
             count += isinstance(tensor.get("shape"), simdjson.Array) + isinstance(tensor.get("data"), simdjson.Array)
     return count
 
@@ -112,12 +112,12 @@ def bulk_request(text: bytes | bytearray | memoryview) -> InferenceRequest | Non
         inputs = document.get("inputs")
         if not isinstance(inputs, simdjson.Array):
             return None
+        # as_buffer flattens nested rows, so take only requests whose every '[' is accounted for (rows are rare).
+        if not _opens_at_most(text, _arrays(document, inputs)):
+            return None
         parsed = [_input(tensor) for tensor in inputs]
         envelope = _plain_fields(document, leave_out="inputs")
         envelope["inputs"] = [fields for fields, _ in parsed]
-        # as_buffer flattens nested rows, so take it only when every '[' is accounted for (rows are rare).
-        if not _opens_at_most(text, _arrays(document, inputs)):
-            return None
         request: InferenceRequest = msgspec.convert(envelope, FLAT_REQUEST)
     except (ValueError, TypeError, RuntimeError, msgspec.ValidationError):  # RuntimeError: nested too deeply
         return None
