@@ -60,7 +60,7 @@ def _plain_fields(record: simdjson.Object, leave_out: str) -> dict[str, Any]:
     return {key: _plain(record[key]) for key in keys if key != leave_out}
 
 
-def _numbers(data: simdjson.Array, datatype: str) -> np.ndarray:
+def _array_of(data: simdjson.Array, datatype: str) -> np.ndarray:
     """The numbers as an array of the datatype; ValueError or TypeError when one does not fit it."""
     buffer_type = _BUFFER_TYPE[datatype]
     values = np.frombuffer(data.as_buffer(of_type=buffer_type), dtype=_BUFFER_DTYPE[buffer_type])
@@ -88,7 +88,7 @@ def _input(tensor: Any) -> tuple[dict[str, Any], np.ndarray | None]:
     fields = _plain_fields(tensor, leave_out="data")
     datatype, data = fields.get("datatype"), tensor.get("data")
     if isinstance(datatype, str) and datatype in _BUFFER_TYPE and isinstance(data, simdjson.Array):
-        return fields, _numbers(data, datatype)
+        return fields, _array_of(data, datatype)
     if data is not None:
         fields["data"] = _plain(data)
     return fields, None
