@@ -6,22 +6,21 @@ import asyncio
 import os
 import threading
 from collections.abc import Iterable
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, cast
 
-import msgspec
 from a2wsgi import ASGIMiddleware
 
-from oip_asgi import OIPApp
+from oip_asgi import LengthRequired, OIPApp, OIPError
+from oip_asgi._responses import render_error
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
-_LENGTH_REQUIRED = msgspec.json.encode(
-    {
-        "error": "the request body came chunked without a Content-Length, and this WSGI server passes such"
-        " bodies on in a way that reads as empty; send a Content-Length header, or serve with waitress,"
-        " which buffers chunked bodies and sets it"
-    }
+_CHUNKED_WITHOUT_LENGTH = (
+    "the request body came chunked without a Content-Length, and this WSGI server passes such bodies on in a"
+    " way that reads as empty; send a Content-Length header, or serve with waitress, which buffers chunked"
+    " bodies and sets it"
 )
 
 
@@ -40,9 +39,7 @@ class WSGIBridge:
         # a2wsgi reads exactly CONTENT_LENGTH bytes: without it, a chunked body would reach the
         # model as an empty one.
         if not environ.get("CONTENT_LENGTH") and "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
-            headers = [("Content-Type", "application/json"), ("Content-Length", str(len(_LENGTH_REQUIRED)))]
-            start_response("411 Length Required", headers)
-            return [_LENGTH_REQUIRED]
+            return _error(LengthRequired(_CHUNKED_WITHOUT_LENGTH), start_response)
         return self._current()(environ, start_response)
 
     def _current(self) -> WSGIApplication:
@@ -54,6 +51,13 @@ class WSGIBridge:
                     self._middleware, _ = _middleware(self.app)
                     self._pid = os.getpid()
         return self._middleware
+
+
+def _error(error: OIPError, start_response: StartResponse) -> Iterable[bytes]:
+    headers, body = render_error(error)
+    status = HTTPStatus(error.status_code)
+    start_response(f"{status.value} {status.phrase}", headers)
+    return [body]
 
 
 def _middleware(app: OIPApp) -> tuple[WSGIApplication, asyncio.AbstractEventLoop]:
