@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from oip_asgi import OIPApp, oip_app
+from oip_asgi import ModelsArgument, OIPApp
+from oip_asgi._app import as_oip_app
+from oip_asgi._paths import checked_prefix, is_under, route_path
 from oip_asgi_wsgi import WSGIBridge
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ class OIPDispatcher:
     def __init__(self, app: ASGIApp, oip_app: OIPApp, *, prefix: str = "/v2") -> None:
         self.app = app
         self.oip_app = oip_app
-        self.prefix = _checked(prefix)
+        self.prefix = checked_prefix(prefix)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -31,8 +32,8 @@ class OIPDispatcher:
             return
         if scope["type"] == "http":
             root_path: str = scope.get("root_path", "")
-            route = _route_path(scope["path"], root_path)
-            if route == self.prefix or route.startswith(self.prefix + "/"):
+            route = route_path(scope)
+            if is_under(route, self.prefix):
                 # `path` keeps the root path in it, as the ASGI spec and uvicorn have it.
                 scope = {**scope, "root_path": root_path + self.prefix, "path": root_path + route}
                 await self.oip_app(scope, receive, send)
@@ -40,7 +41,7 @@ class OIPDispatcher:
         await self.app(scope, receive, send)
 
 
-def mount(app: ASGIApp, models: Mapping[str, Any] | OIPApp, *, prefix: str = "/v2") -> OIPDispatcher:
+def mount(app: ASGIApp, models: ModelsArgument | OIPApp, *, prefix: str = "/v2") -> OIPDispatcher:
     """Serve `models` (or an existing OIP app) under `prefix` beside a Django ASGI application.
 
     ```python
@@ -49,11 +50,11 @@ def mount(app: ASGIApp, models: Mapping[str, Any] | OIPApp, *, prefix: str = "/v
     application = oip_asgi_django.mount(django_application, models, prefix="/v2")
     ```
     """
-    return OIPDispatcher(app, models if isinstance(models, OIPApp) else oip_app(models), prefix=prefix)
+    return OIPDispatcher(app, as_oip_app(models), prefix=prefix)
 
 
 def mount_wsgi(
-    app: WSGIApplication, models: Mapping[str, Any] | OIPApp, *, prefix: str = "/v2", preload: bool = True
+    app: WSGIApplication, models: ModelsArgument | OIPApp, *, prefix: str = "/v2", preload: bool = True
 ) -> DispatcherMiddleware:
     """Serve `models` (or an existing OIP app) under `prefix` beside a Django WSGI application.
 
@@ -65,18 +66,4 @@ def mount_wsgi(
     application = oip_asgi_django.mount_wsgi(get_wsgi_application(), models, prefix="/v2")
     ```
     """
-    oip = models if isinstance(models, OIPApp) else oip_app(models)
-    return DispatcherMiddleware(app, {_checked(prefix): WSGIBridge(oip, preload=preload)})
-
-
-def _checked(prefix: str) -> str:
-    if not prefix.startswith("/") or prefix.endswith("/"):
-        raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
-    return prefix
-
-
-def _route_path(path: str, root_path: str) -> str:
-    # Servers disagree on whether `path` includes `root_path`; accept both.
-    if root_path and path.startswith(root_path) and (len(path) == len(root_path) or path[len(root_path)] == "/"):
-        return path[len(root_path) :]
-    return path
+    return DispatcherMiddleware(app, {checked_prefix(prefix): WSGIBridge(as_oip_app(models), preload=preload)})

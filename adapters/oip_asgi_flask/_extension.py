@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from flask import Flask
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from oip_asgi import OIPApp, oip_app
+from oip_asgi import ModelsArgument, OIPApp
+from oip_asgi._app import as_oip_app
+from oip_asgi._paths import checked_prefix
 from oip_asgi_wsgi import WSGIBridge
 
 
@@ -28,20 +27,18 @@ class OIP:
         self,
         app: Flask | None = None,
         *,
-        models: Mapping[str, Any] | OIPApp,
+        models: ModelsArgument | OIPApp,
         prefix: str = "/v2",
         preload: bool = True,
     ) -> None:
-        if not prefix.startswith("/") or prefix.endswith("/"):
-            raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
         self.models = models
-        self.prefix = prefix
+        self.prefix = checked_prefix(prefix)
         self.preload = preload
         if app is not None:
             self.init_app(app)
 
     def init_app(self, app: Flask) -> None:
-        oip = self.models if isinstance(self.models, OIPApp) else oip_app(self.models)
+        oip = as_oip_app(self.models)
         bridge = WSGIBridge(oip, preload=self.preload)
         app.wsgi_app = DispatcherMiddleware(app.wsgi_app, {self.prefix: bridge})  # type: ignore[method-assign]
         app.extensions["oip_asgi"] = oip
