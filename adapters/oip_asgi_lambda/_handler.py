@@ -1,24 +1,31 @@
 """An OIP app as an AWS Lambda handler, through Mangum.
 
-Mangum turns each event (API Gateway REST or HTTP API, Function URL, ALB) into one ASGI request.
-In front of the OIP app sit the parts of the path that AWS adds and the application never sees
-elsewhere (a custom domain's base path, an HTTP API's named stage) and Lambda's payload limits,
-which otherwise end in opaque AWS errors.
+Mangum's handler for each event source (API Gateway REST or HTTP API, Function URL, ALB) turns the
+event into one ASGI request and the response back into what that source expects. Around it sit the
+parts of the path that AWS adds and the application never sees elsewhere (a custom domain's base
+path, an HTTP API's named stage: they go into root_path) and Lambda's payload limits, which
+otherwise end in opaque AWS errors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import msgspec
 from mangum import Mangum
-from mangum.types import LambdaContext, LambdaEvent
-from starlette.types import Message, Receive, Scope, Send
+from mangum.handlers import ALB, HTTPGateway
+from mangum.protocols import HTTPCycle
+from mangum.types import LambdaContext, LambdaEvent, LambdaHandler, Response
 
-from oip_asgi import OIPApp, oip_app
+from oip_asgi import ModelsArgument, NotFound, OIPApp, OIPError, PayloadTooLarge
+from oip_asgi._app import AppOptions, as_oip_app
+from oip_asgi._paths import checked_prefix, is_under
+from oip_asgi._responses import render_error
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 # Lambda refuses a synchronous event over 6 MiB before the function runs, and a body travels in it
 # as base64 (4/3 larger): 4.4 MiB of raw body leaves ~130 KiB of the event for headers and context.
@@ -31,8 +38,15 @@ _ALB_RESPONSE_LIMIT = 2**20
 _encode = msgspec.json.Encoder().encode
 
 
-def _mib(size: int) -> str:
-    return f"{size / 2**20:.1f} MiB"
+class HandlerOptions(TypedDict, total=False):
+    """`OIPHandler`'s options, as :func:`handler` passes them on."""
+
+    prefix: str
+    max_body_size: int
+    preload: bool
+    api_gateway_base_path: str
+    text_mime_types: list[str] | None
+    exclude_headers: list[str] | None
 
 
 class OIPHandler(Mangum):
@@ -49,18 +63,16 @@ class OIPHandler(Mangum):
         text_mime_types: list[str] | None = None,
         exclude_headers: list[str] | None = None,
     ) -> None:
-        if prefix and (not prefix.startswith("/") or prefix.endswith("/")):
-            raise ValueError(f"prefix must be empty or start with '/' and not end with one, got {prefix!r}")
         self.oip_app = app
+        self.prefix = checked_prefix(prefix, allow_empty=True)
+        self.max_body_size = max_body_size
+        # As Mangum reads it: "inference", "/inference" and "/inference/" are the same mapping. It
+        # stays out of Mangum's config: Mangum would cut it from the path, not move it to root_path.
+        self.base_path = f"/{api_gateway_base_path.strip('/')}".rstrip("/")
         self._loop = _event_loop()
         # Mangum would run lifespan startup again on every invocation (Kludex/mangum#342): models
         # load here instead, in Lambda's init phase, or lazily once on first use.
-        super().__init__(
-            _Front(app, prefix=prefix, base_path=_base_path(api_gateway_base_path), max_body_size=max_body_size),
-            lifespan="off",
-            text_mime_types=text_mime_types,
-            exclude_headers=exclude_headers,
-        )
+        super().__init__(app, lifespan="off", text_mime_types=text_mime_types, exclude_headers=exclude_headers)
         if preload:
             self._loop.run_until_complete(app.load())
 
@@ -68,43 +80,42 @@ class OIPHandler(Mangum):
         # Mangum runs each request on asyncio.get_event_loop(): make that ours again, should an
         # asyncio.run() in the function's own init code have cleared it.
         asyncio.set_event_loop(self._loop)
-        response = super().__call__(event, context)
-        limit = _ALB_RESPONSE_LIMIT if "elb" in event.get("requestContext", {}) else _RESPONSE_LIMIT
-        body = response.get("body") or ""
-        # Serialising the whole response costs a copy; only a body near the limit can break it.
-        if len(body) > limit - 2**16 and (size := len(_encode(response))) > limit:
-            message = (
-                f"the response is {size} bytes as a Lambda payload, over the {limit}-byte limit AWS sets here"
-                " (6 MiB for a synchronous invocation, 1 MB behind an ALB); ask for outputs in binary"
-                " (binary_data_output) or send smaller batches"
-            )
-            source = self.infer(event, context)
-            return source(
-                {
-                    "status": 500,
-                    "headers": [[b"content-type", b"application/json"]],
-                    "body": _encode({"error": message}),
-                }
-            )
-        return response
+        # Mangum.__call__ with lifespan off, but a request refused here never reaches the app.
+        source = self.infer(event, context)
+        scope, body = source.scope, source.body
+        try:
+            scope["root_path"] = self._outer_path(source, scope["path"]) + self.prefix
+            if len(body) > self.max_body_size:
+                raise PayloadTooLarge(_too_large(len(body), self.max_body_size))
+        except OIPError as error:
+            response = _response(error)
+        else:
+            response = HTTPCycle(scope, body)(self.app)
+        return _within_limit(source, source(response))
+
+    def _outer_path(self, source: LambdaHandler, path: str) -> str:
+        """What precedes the prefix in `path`: nothing, the base path, or an HTTP API's named stage."""
+        outers = [self.base_path] if self.base_path else []
+        if isinstance(source, HTTPGateway) and source.event["version"] == "2.0":
+            stage = source.event["requestContext"].get("stage")
+            if stage and stage != "$default":
+                outers.append(f"/{stage}")
+        # The stripped reading goes first, so a stage that happens to be named like the prefix
+        # still works; the literal one covers the same function reached on its default endpoint.
+        for outer in [*outers, ""]:
+            if is_under(path, outer) and is_under(path[len(outer) :], self.prefix):
+                return outer
+        raise NotFound(f"no route for {path}: this function serves the Open Inference Protocol at {self.prefix or '/'}")
 
 
-def handler(
-    models: Mapping[str, Any] | OIPApp,
-    *,
-    prefix: str = "/v2",
-    max_body_size: int = MAX_BODY_SIZE,
-    preload: bool = True,
-    api_gateway_base_path: str = "/",
-    text_mime_types: list[str] | None = None,
-    exclude_headers: list[str] | None = None,
-) -> OIPHandler:
-    """A Lambda handler serving `models` (or an existing OIP app) under `prefix`.
+def handler(models: ModelsArgument | OIPApp, **options: Unpack[HandlerOptions]) -> OIPHandler:
+    """A Lambda handler serving `models` (or an existing OIP app) under `prefix` (default ``"/v2"``).
 
     Models load now, during Lambda's init phase, unless ``preload=False`` (then on first use).
-    Request bodies over `max_body_size` get a 413 that says why; the default is what fits in
-    Lambda's 6 MB event once base64-encoded. `api_gateway_base_path` is a custom domain's base path
-    mapping; an HTTP API's named stage is recognised by itself. The other options go to Mangum.
+    Request bodies over `max_body_size` get a 413 that says why; the default, :data:`MAX_BODY_SIZE`,
+    is what fits in Lambda's 6 MB event once base64-encoded. `api_gateway_base_path` is a custom
+    domain's base path mapping; an HTTP API's named stage is recognised by itself.
+    `text_mime_types` and `exclude_headers` go to Mangum.
 
     ```python
     import oip_asgi_lambda
@@ -113,21 +124,12 @@ def handler(
     handler = oip_asgi_lambda.handler(models)
     ```
     """
-    app = models if isinstance(models, OIPApp) else oip_app(models, max_body_size=max_body_size)
-    return OIPHandler(
-        app,
-        prefix=prefix,
-        max_body_size=max_body_size,
-        preload=preload,
-        api_gateway_base_path=api_gateway_base_path,
-        text_mime_types=text_mime_types,
-        exclude_headers=exclude_headers,
-    )
-
-
-def _base_path(path: str) -> str:
-    # As Mangum reads it: "inference", "/inference" and "/inference/" are the same mapping.
-    return f"/{path.strip('/')}" if path.strip("/") else ""
+    # An app built here bounds a decompressed body as the handler bounds the raw one; a ready app
+    # keeps the limits it was built with.
+    app_options: AppOptions = {}
+    if not isinstance(models, OIPApp):
+        app_options["max_body_size"] = options.get("max_body_size", MAX_BODY_SIZE)
+    return OIPHandler(as_oip_app(models, **app_options), **options)
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
@@ -144,78 +146,34 @@ def _event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-class _Front:
-    def __init__(self, app: OIPApp, *, prefix: str, base_path: str, max_body_size: int) -> None:
-        self.app = app
-        self.prefix = prefix
-        self.base_path = base_path
-        self.max_body_size = max_body_size
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path: str = scope["path"]
-        outer = self._outer_path(path, scope.get("aws.event") or {})
-        if outer is None:
-            message = f"no route for {path}: this function serves the Open Inference Protocol at {self.prefix or '/'}"
-            await _send_error(send, 404, message)
-            return
-        body = await _read_body(receive)
-        if len(body) > self.max_body_size:
-            message = (
-                f"the request body is {len(body)} bytes ({_mib(len(body))}), over this function's limit of"
-                f" {self.max_body_size} bytes: AWS Lambda takes at most 6 MB per request, and a body travels"
-                " in it base64-encoded (4/3 larger); send tensors in binary (the binary tensor extension"
-                " instead of JSON data) or split the batch into smaller requests"
-            )
-            await _send_error(send, 413, message)
-            return
-        scope = {**scope, "root_path": outer + self.prefix, "path": path}
-        await self.app(scope, _replay(body, receive), send)
-
-    def _outer_path(self, path: str, event: Mapping[str, Any]) -> str | None:
-        """What precedes the prefix in `path`: nothing, the base path, or an HTTP API's stage."""
-        outers = [self.base_path] if self.base_path else []
-        stage = event.get("requestContext", {}).get("stage")
-        if event.get("version") == "2.0" and stage and stage != "$default":
-            outers.append(f"/{stage}")
-        # The stripped reading goes first, so a stage that happens to be named like the prefix
-        # still works; the literal one covers the same function reached on its default endpoint.
-        for outer in [*outers, ""]:
-            if path.startswith(outer) and _is_under(path[len(outer) :], self.prefix):
-                return outer
-        return None
+def _too_large(size: int, limit: int) -> str:
+    return (
+        f"the request body is {size} bytes ({size / 2**20:.1f} MiB), over this function's limit of {limit} bytes:"
+        " AWS Lambda takes at most 6 MB per request, and a body travels in it base64-encoded (4/3 larger);"
+        " send tensors in binary (the binary tensor extension instead of JSON data) or split the batch into"
+        " smaller requests"
+    )
 
 
-def _is_under(path: str, prefix: str) -> bool:
-    return path == prefix or path.startswith(prefix + "/") or not prefix
+def _within_limit(source: LambdaHandler, result: dict[str, Any]) -> dict[str, Any]:
+    """`result`, or an error in its place when AWS would refuse to return it."""
+    limit = _ALB_RESPONSE_LIMIT if isinstance(source, ALB) else _RESPONSE_LIMIT
+    body = result.get("body") or ""
+    # Serialising the whole response costs a copy; only a body near the limit can break it.
+    if len(body) > limit - 2**16 and (size := len(_encode(result))) > limit:
+        message = (
+            f"the response is {size} bytes as a Lambda payload, over the {limit}-byte limit AWS sets here"
+            " (6 MiB for a synchronous invocation, 1 MB behind an ALB); ask for outputs in binary"
+            " (binary_data_output) or send smaller batches"
+        )
+        return source(_response(OIPError(message)))
+    return result
 
 
-async def _read_body(receive: Receive) -> bytes:
-    # Mangum hands over the whole body in one message; the loop only keeps this honest ASGI.
-    chunks: list[bytes] = []
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        more = message.get("more_body", False)
-    return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def replay() -> Message:
-        return pending.pop() if pending else await receive()
-
-    return replay
-
-
-async def _send_error(send: Send, status: int, message: str) -> None:
-    body = _encode({"error": message})
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def _response(error: OIPError) -> Response:
+    headers, body = render_error(error)
+    return {
+        "status": error.status_code,
+        "headers": [[key.encode("latin-1"), value.encode("latin-1")] for key, value in headers],
+        "body": body,
+    }
