@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import typing as _typing
 
-__version__ = "0.1.0"
-
 from ._app import OIPApp, oip_app
 from ._errors import (
     BadRequest,
@@ -18,7 +16,8 @@ from ._errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from ._models import Model, Predict, TensorSpec
+from ._models import Model, ModelsArgument, Predict, TensorSpec
+from ._version import __version__
 
 if _typing.TYPE_CHECKING:
     from ._mount import OIPMount, mount
@@ -47,6 +46,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelNotReady",
+    "ModelsArgument",
     "NotFound",
     "OIPApp",
     "OIPError",

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import TYPE_CHECKING, TypedDict
 
 import anyio
 from starlette.types import Message, Receive, Scope, Send
 
 from ._body import BodyReader
 from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, OIPError
-from ._inference import build_response, read_inputs
+from ._inference import model_outputs
 from ._models import Model, ModelRepository, ModelsArgument, TensorSpec
 from ._openapi import OpenAPI
-from ._responses import choose_encoding, send_body, send_error, send_inference, send_json
+from ._paths import route_path
+from ._responses import choose_encoding, inference_response, send_body, send_error, send_inference, send_json
+from ._rest_request import read_request
 from ._schemas import ModelMetadata, ServerMetadata, TensorMetadata
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger("oip_asgi")
 
@@ -23,15 +30,6 @@ DEFAULT_MAX_BODY_SIZE = 128 * 2**20
 DEFAULT_MAX_JSON_SIZE = 32 * 2**20
 
 _MODEL_PATH = re.compile(r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?(?P<action>/ready|/infer)?/?")
-
-
-def route_path(scope: Scope) -> str:
-    """The path below the mount point, whether or not the server put root_path into scope["path"]."""
-    path: str = scope["path"]
-    root_path: str = scope.get("root_path", "")
-    if root_path and (path == root_path or path.startswith(root_path + "/")):
-        return path[len(root_path) :]
-    return path
 
 
 # The request headers inference reads; one pass over the scope's list collects them.
@@ -59,6 +57,14 @@ def _length_header(headers: dict[bytes, str], name: bytes) -> int | None:
     return int(text)
 
 
+class AppOptions(TypedDict, total=False):
+    """`OIPApp`'s options, as `oip_app`, `mount` and the adapters pass them on."""
+
+    name: str
+    max_body_size: int
+    max_json_size: int
+
+
 class OIPApp:
     """An ASGI app serving models over the Open Inference Protocol, relative to where it is mounted."""
 
@@ -70,8 +76,6 @@ class OIPApp:
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         max_json_size: int = DEFAULT_MAX_JSON_SIZE,
     ) -> None:
-        from . import __version__
-
         self.repository = ModelRepository(models)
         self.max_body_size = max_body_size
         self.max_json_size = min(max_json_size, max_body_size)
@@ -81,8 +85,8 @@ class OIPApp:
     async def load(self) -> None:
         """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
         async with anyio.create_task_group() as group:
-            for name, model in self.repository.all():
-                group.start_soon(model.load, name)
+            for model in self.repository.all():
+                group.start_soon(model.load)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -137,40 +141,40 @@ class OIPApp:
         elif path == "/health/ready":
             _allow(method, "GET")
             await self.load()
-            ready = all(model.ready for _, model in self.repository.all())
+            ready = all(model.ready for model in self.repository.all())
             await send_json(send, 200 if ready else 400, {"ready": ready})
         elif match := _MODEL_PATH.fullmatch(path):
             name, version, action = match.group("name", "version", "action")
             model = self.repository.get(name, version)
             if action == "/infer":
                 _allow(method, "POST")
-                await self._infer(scope, receive, send, name, model)
+                await self._infer(scope, receive, send, model)
             elif action == "/ready":
                 _allow(method, "GET")
-                await model.load(name)
+                await model.load()
                 await send_json(send, 200 if model.ready else 400, {"name": name, "ready": model.ready})
             else:
                 _allow(method, "GET")
-                await send_json(send, 200, self._model_metadata(name, model))
+                await send_json(send, 200, self._model_metadata(model))
         else:
             raise NotFound(f"no such path {path!r}; see the Open Inference Protocol for the endpoints")
 
-    def _model_metadata(self, name: str, model: Model) -> ModelMetadata:
+    def _model_metadata(self, model: Model) -> ModelMetadata:
         def tensors(specs: tuple[TensorSpec, ...] | None) -> list[TensorMetadata]:
             return [TensorMetadata(spec.name, spec.datatype, list(spec.shape)) for spec in specs or ()]
 
         return ModelMetadata(
-            name=name,
-            versions=self.repository.versions(name),
+            name=model.name,
+            versions=self.repository.versions(model.name),
             platform=model.platform,
             inputs=tensors(model.inputs),
             outputs=tensors(model.outputs),
             properties=model.properties,
         )
 
-    async def _infer(self, scope: Scope, receive: Receive, send: Send, name: str, model: Model) -> None:
+    async def _infer(self, scope: Scope, receive: Receive, send: Send, model: Model) -> None:
         if not model.ready:
-            await model.ensure_ready(name)
+            await model.ensure_ready()
         headers = _inference_headers(scope)
         reader = BodyReader(
             receive,
@@ -179,10 +183,10 @@ class OIPApp:
             content_encoding=headers.get(b"content-encoding"),
         )
         header_length = _length_header(headers, b"inference-header-content-length")
-        inputs = await read_inputs(reader, header_length, name, model, max_header_size=self.max_json_size)
-        result = await model(name, inputs.arrays, inputs.parameters)
-        response = build_response(name, model, inputs, result)
-        await send_inference(send, response.header, response.binary, choose_encoding(headers.get(b"accept-encoding")))
+        request = await read_request(reader, header_length, model, max_header_size=self.max_json_size)
+        outputs, parameters = model_outputs(model, request, await model(request.inputs, request.parameters))
+        header, binary = inference_response(model, request, outputs, parameters)
+        await send_inference(send, header, binary, choose_encoding(headers.get(b"accept-encoding")))
 
 
 def _allow(method: str, allowed: str) -> None:
@@ -190,16 +194,19 @@ def _allow(method: str, allowed: str) -> None:
         raise MethodNotAllowed(f"method {method} is not allowed here; use {allowed}", allow=allowed)
 
 
-def oip_app(
-    models: ModelsArgument,
-    *,
-    name: str = "oip-asgi",
-    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
-    max_json_size: int = DEFAULT_MAX_JSON_SIZE,
-) -> OIPApp:
+def oip_app(models: ModelsArgument, **options: Unpack[AppOptions]) -> OIPApp:
     """The Open Inference Protocol for `models` as an ASGI app; mount it at ``/v2``.
 
     `models` maps each name to a `Model`, a bare callable, or a list of `Model` versions.
     `max_body_size` bounds a request body (after decompression); `max_json_size` bounds its JSON part.
     """
-    return OIPApp(models, name=name, max_body_size=max_body_size, max_json_size=max_json_size)
+    return OIPApp(models, **options)
+
+
+def as_oip_app(models: ModelsArgument | OIPApp, **options: Unpack[AppOptions]) -> OIPApp:
+    """`models` when it is already an app (options then belong to that app's construction), else a new one."""
+    if isinstance(models, OIPApp):
+        if options:
+            raise TypeError(f"options {sorted(options)} go to oip_app(models), not beside an OIPApp already built")
+        return models
+    return OIPApp(models, **options)

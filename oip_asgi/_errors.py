@@ -1,26 +1,32 @@
-"""The errors a request can end in, each rendered as ``{"error": message}`` with its status code.
+"""The errors a request can end in, each rendered as ``{"error": message}`` with its status and headers.
 
-OIPError
- ├── BadRequest (400)                  malformed or invalid request
- │    └── HealthFalse (400)            a health probe whose answer is "no" (the protocol's 4xx for false)
- ├── NotFound (404)                    unknown path, model or version
- ├── MethodNotAllowed (405)
- ├── LengthRequired (411)              a body that must say its length did not
- ├── PayloadTooLarge (413)             body over the configured limit
- ├── UnsupportedMediaType (415)        a Content-Encoding other than gzip, deflate or identity
- ├── ModelError (500)                  the model raised, or returned something its outputs cannot be
- └── ModelNotReady (503)              the model has not loaded, failed to load, or is saturated
+OIPError (500)                          the base: any error the server means to tell the client about
+ ├── BadRequest (400)                   malformed or invalid request
+ ├── NotFound (404)                     unknown path, model or version
+ ├── MethodNotAllowed (405)             carries the ``Allow`` header
+ ├── LengthRequired (411)               a body that must say its length did not
+ ├── PayloadTooLarge (413)              body over the configured limit
+ ├── UnsupportedMediaType (415)         a Content-Encoding other than gzip, deflate or identity
+ ├── ModelError (500)                   the model raised, or returned something its outputs cannot be
+ └── ModelNotReady (503)                the model has not loaded, failed to load, or is saturated
+
+The status is a property of the class, so every wire (REST, gRPC) maps the same tree. A model may
+raise any of them on purpose (a `BadRequest` for input it refuses); the client then gets that status
+and message, where any other exception from a model is a `ModelError`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 
 class OIPError(Exception):
     status_code: int = 500
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.headers: dict[str, str] = dict(headers) if headers else {}
 
 
 class BadRequest(OIPError):
@@ -34,9 +40,8 @@ class NotFound(OIPError):
 class MethodNotAllowed(OIPError):
     status_code = 405
 
-    def __init__(self, message: str, allow: str) -> None:
-        super().__init__(message)
-        self.allow = allow
+    def __init__(self, message: str, *, allow: str) -> None:
+        super().__init__(message, headers={"Allow": allow})
 
 
 class LengthRequired(OIPError):

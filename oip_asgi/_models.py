@@ -2,30 +2,52 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import anyio.to_thread
 import numpy as np
 
 from ._datatypes import DATATYPES
-from ._errors import ModelError, ModelNotReady, NotFound
+from ._errors import ModelError, ModelNotReady, NotFound, OIPError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 logger = logging.getLogger("oip_asgi")
 
-Outputs = Any  # a mapping of output name to array-like, or one array-like
+
+@dataclass(frozen=True)
+class Result:
+    """What a model returns when it also sets the response's parameters, or its outputs' parameters.
+
+    ``outputs`` is what the model would return on its own (a mapping of output name to array-like,
+    or one array-like); ``parameters`` go into the response's ``parameters``, ``output_parameters``
+    (output name to its parameters) into each output's. Parameter values are strings, numbers or booleans.
+    """
+
+    outputs: Any
+    parameters: Mapping[str, Any] | None = None
+    output_parameters: Mapping[str, Mapping[str, Any]] | None = None
+
+
+# What a model returns: output names to array-likes, one array-like, or either inside a `Result`.
+Outputs: TypeAlias = "Mapping[str, ArrayLike] | ArrayLike | Result"
 
 
 class Predict(Protocol):
     """A model: takes one keyword argument per input tensor (numpy arrays), returns its outputs.
 
     The result is a mapping of output name to array-like, or a single array-like when the model
-    declares exactly one output. Async callables are awaited; sync ones run in a worker thread.
-    A callable that declares a ``parameters`` argument also receives the request's parameters.
+    declares exactly one output, or a `Result` that adds parameters to the response. Async callables
+    are awaited; sync ones run in a worker thread. A callable that declares a ``parameters`` argument
+    also receives the request's parameters. An `OIPError` it raises (``BadRequest`` for input it
+    refuses) reaches the client with its status and message; any other exception is a 500.
     """
 
     def __call__(self, **inputs: Any) -> Outputs | Awaitable[Outputs]: ...
@@ -62,7 +84,12 @@ class Model:
     mapping of output name to list. ``load`` (sync or async) runs once before the model serves,
     at startup or at first use. ``max_concurrency`` bounds the requests in flight for this model;
     past it the model answers 503 instead of queueing without bound.
+
+    The model's name is the one it is served under: the repository binds it (a `Model` listed under
+    two names is served as two).
     """
+
+    name: str = ""
 
     def __init__(
         self,
@@ -106,6 +133,12 @@ class Model:
     def __repr__(self) -> str:
         return f"Model({self.predict!r}, version={self.version!r})"
 
+    def bound(self, name: str) -> Model:
+        """This model served as `name`: itself, or a copy when it already serves under another name."""
+        model = self if self.name in ("", name) else copy.copy(self)
+        model.name = name
+        return model
+
     @property
     def ready(self) -> bool:
         return self._loaded
@@ -121,14 +154,14 @@ class Model:
     def output_spec(self, name: str) -> TensorSpec | None:
         return self._output_specs.get(name)
 
-    async def load(self, name: str) -> None:
+    async def load(self) -> None:
         """Run the load step once, however many requests ask at the same time."""
-        if self._loaded:
+        if self._loaded or self._load is None:
             return
         if self._load_lock is None:
             self._load_lock = anyio.Lock()
         async with self._load_lock:
-            if self._loaded or self._load_error is not None or self._load is None:
+            if self._loaded or self._load_error is not None:
                 return
             try:
                 result = self._load() if _is_async(self._load) else await anyio.to_thread.run_sync(self._load)
@@ -136,36 +169,40 @@ class Model:
                     await result
             except Exception as exc:
                 self._load_error = f"{type(exc).__name__}: {exc}"
-                logger.exception("model %r (version %s) failed to load", name, self.version)
+                logger.exception("model %r (version %s) failed to load", self.name, self.version)
                 return
             self._loaded = True
 
-    async def ensure_ready(self, name: str) -> None:
-        await self.load(name)
+    async def ensure_ready(self) -> None:
+        await self.load()
         if self._load_error is not None:
-            raise ModelNotReady(f"model '{name}' version {self.version} failed to load: {self._load_error}")
+            raise ModelNotReady(f"model '{self.name}' version {self.version} failed to load: {self._load_error}")
 
-    async def __call__(self, name: str, inputs: dict[str, np.ndarray], parameters: dict[str, Any]) -> Any:
+    async def __call__(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any]) -> Outputs:
+        """The user's function on `inputs` (and `parameters`, if it takes them), run off the event loop."""
+        result: Any
         if self.max_concurrency is not None and self.in_flight >= self.max_concurrency:
             raise ModelNotReady(
-                f"model '{name}' is busy: {self.max_concurrency} requests already in flight, retry later"
+                f"model '{self.name}' is busy: {self.max_concurrency} requests already in flight, retry later"
             )
         kwargs = {**inputs, "parameters": parameters} if self._takes_parameters else inputs
         self.in_flight += 1
         try:
             if self._is_async:
-                result = await self.predict(**kwargs)
+                result = await self.predict(**kwargs)  # type: ignore[misc]  # checked at construction
             else:
                 result = await anyio.to_thread.run_sync(functools.partial(self.predict, **kwargs))
                 if inspect.isawaitable(result):
                     result = await result
+        except OIPError:
+            raise  # raised on purpose: the client gets its status and message
         except (Exception, SystemExit) as exc:  # a sys.exit() in a model (argparse, say) is its failure too
             # The client gets the message; the traceback is for whoever runs the server.
-            logger.exception("model %r (version %s) raised", name, self.version)
-            raise ModelError(f"model '{name}' raised {type(exc).__name__}: {exc}") from exc
+            logger.exception("model %r (version %s) raised", self.name, self.version)
+            raise ModelError(f"model '{self.name}' raised {type(exc).__name__}: {exc}") from exc
         finally:
             self.in_flight -= 1
-        return result
+        return result  # type: ignore[no-any-return]
 
 
 def _is_async(function: Callable[..., Any]) -> bool:
@@ -196,8 +233,8 @@ class ModelRepository:
             if not versions:
                 raise ValueError(f"model {name!r} has no versions")
             by_version: dict[str, Model] = {}
-            for model in versions:
-                model = model if isinstance(model, Model) else Model(model)
+            for entry_model in versions:
+                model = (entry_model if isinstance(entry_model, Model) else Model(entry_model)).bound(name)
                 if model.version in by_version:
                     raise ValueError(f"model {name!r} lists version {model.version!r} twice")
                 by_version[model.version] = model
@@ -206,8 +243,8 @@ class ModelRepository:
     def names(self) -> list[str]:
         return list(self._versions)
 
-    def all(self) -> list[tuple[str, Model]]:
-        return [(name, model) for name, versions in self._versions.items() for model in versions.values()]
+    def all(self) -> list[Model]:
+        return [model for versions in self._versions.values() for model in versions.values()]
 
     def versions(self, name: str) -> list[str]:
         return list(self._versions[name])

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.routing import Match, Mount
 from starlette.types import Scope
 
-from ._app import OIPApp, oip_app, route_path
+from ._app import AppOptions, OIPApp, as_oip_app
 from ._models import ModelsArgument
+from ._paths import route_path
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class OIPMount(Mount):
@@ -36,11 +40,11 @@ class OIPMount(Mount):
         }
 
 
-def mount(app: Starlette, models: ModelsArgument | OIPApp, path: str = "/v2", **options: Any) -> OIPApp:
+def mount(app: Starlette, models: ModelsArgument | OIPApp, path: str = "/v2", **options: Unpack[AppOptions]) -> OIPApp:
     """Serve `models` (or a ready `OIPApp`) from a Starlette or FastAPI `app` at `path`.
 
     `options` go to `oip_app` when `models` is a mapping. Returns the mounted `OIPApp`.
     """
-    served = models if isinstance(models, OIPApp) else oip_app(models, **options)
+    served = as_oip_app(models, **options)
     app.router.routes.append(OIPMount(path, app=served))
     return served

@@ -1,5 +1,6 @@
-"""Sending responses over raw ASGI: JSON, errors, and inference results with binary parts.
+"""REST responses over raw ASGI: JSON, errors, and inference results with binary parts.
 
+An inference response is a JSON header and the binary parts of the outputs sent as binary data.
 Binary parts go out as separate body messages in bounded slices, never joined into one buffer;
 the server's flow control then keeps the amount buffered in memory small.
 """
@@ -7,14 +8,16 @@ the server's flow control then keeps the amount buffered in memory small.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._errors import MethodNotAllowed, OIPError
-from ._schemas import encoder
-from ._tensors import iter_slices
+from starlette.types import Send
 
-Send = Any  # the ASGI send callable
+from ._errors import OIPError
+from ._inference import DecodedRequest, OutputTensor
+from ._models import Model
+from ._schemas import InferenceResponse, ResponseOutput, encoder
+from ._tensors import binary_chunks, json_data
 
 JSON = (b"content-type", b"application/json")
 OCTET_STREAM = (b"content-type", b"application/octet-stream")
@@ -37,11 +40,48 @@ async def send_json(send: Send, status: int, content: Any) -> None:
     await send_body(send, status, encoder.encode(content))
 
 
+def render_error(error: OIPError) -> tuple[list[tuple[str, str]], bytes]:
+    """The headers (Content-Type and Content-Length included) and body of `error`, for any server."""
+    body = encoder.encode({"error": error.message})
+    return [("content-type", "application/json"), *error.headers.items(), ("content-length", str(len(body)))], body
+
+
 async def send_error(send: Send, error: OIPError) -> None:
-    headers = [JSON]
-    if isinstance(error, MethodNotAllowed):
-        headers.append((b"allow", error.allow.encode()))
-    await send_body(send, error.status_code, encoder.encode({"error": error.message}), headers)
+    headers, body = render_error(error)
+    raw = [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in headers]
+    await send({"type": "http.response.start", "status": error.status_code, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def inference_response(
+    model: Model, request: DecodedRequest, outputs: list[OutputTensor], parameters: dict[str, Any] | None
+) -> tuple[bytes, list[bytes | memoryview]]:
+    """The JSON header and the binary parts of an inference response.
+
+    An output the request lists is binary when its own ``binary_data`` says so; the outputs it does
+    not list follow ``binary_data_output`` (as Triton and KServe read the binary data extension).
+    """
+    items: list[ResponseOutput] = []
+    binary: list[bytes | memoryview] = []
+    for output in outputs:
+        as_binary = request.binary_outputs if output.requested is None else bool(output.requested.binary)
+        shape = list(output.array.shape)
+        if as_binary:
+            size, chunks = binary_chunks(output.array, output.datatype)
+            binary.extend(chunks)
+            own = {**output.parameters, "binary_data_size": size} if output.parameters else {"binary_data_size": size}
+            items.append(ResponseOutput(name=output.name, datatype=output.datatype, shape=shape, parameters=own))
+        else:
+            data = json_data(output.name, output.array, output.datatype)
+            items.append(
+                ResponseOutput(
+                    name=output.name, datatype=output.datatype, shape=shape, parameters=output.parameters, data=data
+                )
+            )
+    response = InferenceResponse(
+        model_name=model.name, model_version=model.version, id=request.id, parameters=parameters, outputs=items
+    )
+    return encoder.encode(response), binary
 
 
 def choose_encoding(accept_encoding: str | None) -> str | None:
@@ -96,3 +136,8 @@ async def _send_compressed(
             if compressed:
                 await send({"type": "http.response.body", "body": compressed, "more_body": True})
     await send({"type": "http.response.body", "body": compressor.flush()})
+
+
+def iter_slices(view: bytes | memoryview, size: int) -> Iterator[bytes | memoryview]:
+    for start in range(0, len(view), size):
+        yield view[start : start + size]

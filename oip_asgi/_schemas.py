@@ -84,7 +84,7 @@ class RequestOutput(msgspec.Struct, gc=False):
 
 
 class InferenceRequest(msgspec.Struct, gc=False):
-    inputs: list[RequestInput]  # decoded as the datatypes' subclasses: see `_request_type`
+    inputs: list[RequestInput]  # decoded as the datatypes' subclasses: see `_input_type`
     id: str | None = None
     parameters: dict[str, Any] | None = None
     outputs: list[RequestOutput] | None = None
@@ -103,17 +103,22 @@ def _typed_input(datatype: str, element: Any, nested: bool) -> type[RequestInput
     return typed  # type: ignore[return-value]
 
 
-def _request_type(nested: bool) -> type[InferenceRequest]:
-    """The request with each input typed by its datatype (the tag). Flat ``data`` is checked element by
-    element as it is parsed; `nested` also takes rows, kept as lists and checked against the shape later.
-    A union of element and row costs ~10 ns per element, so flat data, the common form, goes without."""
-    inputs: Any = Union[tuple(_typed_input(datatype, element, nested) for datatype, element in ELEMENT.items())]  # noqa: UP007
-    typed = msgspec.defstruct("InferenceRequest", [("inputs", list[inputs])], bases=(InferenceRequest,), gc=False)
+def _input_type(nested: bool) -> Any:
+    """An input typed by its datatype (the tag). Flat ``data`` is checked element by element as it is
+    parsed; `nested` also takes rows, kept as lists and checked against the shape later. A union of
+    element and row costs ~10 ns per element, so flat data, the common form, goes without."""
+    return Union[tuple(_typed_input(datatype, element, nested) for datatype, element in ELEMENT.items())]  # noqa: UP007
+
+
+def _request_type(input_type: Any) -> type[InferenceRequest]:
+    typed = msgspec.defstruct("InferenceRequest", [("inputs", list[input_type])], bases=(InferenceRequest,), gc=False)
     return typed  # type: ignore[return-value]
 
 
-FLAT_REQUEST = _request_type(nested=False)
-NESTED_REQUEST = _request_type(nested=True)
+FLAT_INPUT = _input_type(nested=False)
+NESTED_INPUT = _input_type(nested=True)
+FLAT_REQUEST = _request_type(FLAT_INPUT)
+NESTED_REQUEST = _request_type(NESTED_INPUT)
 
 
 class TensorMetadata(msgspec.Struct, gc=False):
@@ -155,4 +160,6 @@ class InferenceResponse(msgspec.Struct, gc=False, omit_defaults=True, kw_only=Tr
 
 request_decoder = msgspec.json.Decoder(FLAT_REQUEST)
 nested_request_decoder = msgspec.json.Decoder(NESTED_REQUEST)
+flat_input_decoder = msgspec.json.Decoder(FLAT_INPUT)
+nested_input_decoder = msgspec.json.Decoder(NESTED_INPUT)
 encoder = msgspec.json.Encoder()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -24,7 +24,7 @@ from ._schemas import ELEMENT
 _LENGTH = struct.Struct("<I")
 
 
-def shape_text(shape: list[int] | tuple[int, ...]) -> str:
+def shape_text(shape: Sequence[int]) -> str:
     return "[" + ", ".join(map(str, shape)) + "]"
 
 
@@ -246,8 +246,3 @@ def binary_chunks(array: np.ndarray, datatype: str) -> tuple[int, list[bytes | m
         return size, [b"".join(pieces)]
     wire = np.ascontiguousarray(array, dtype=numpy_dtype(datatype))
     return wire.nbytes, [wire.reshape(-1).view(np.uint8).data]
-
-
-def iter_slices(view: bytes | memoryview, size: int) -> Iterator[bytes | memoryview]:
-    for start in range(0, len(view), size):
-        yield view[start : start + size]

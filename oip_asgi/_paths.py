@@ -1,0 +1,27 @@
+"""Where a request lands below a mount point: the one place that reads ``path`` against ``root_path``."""
+
+from __future__ import annotations
+
+from starlette.types import Scope
+
+
+def route_path(scope: Scope) -> str:
+    """The path below the mount point, whether or not the server put root_path into scope["path"]."""
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if root_path and (path == root_path or path.startswith(root_path + "/")):
+        return path[len(root_path) :]
+    return path
+
+
+def is_under(path: str, prefix: str) -> bool:
+    """Whether `path` is `prefix` itself or below it (an empty prefix holds every path)."""
+    return not prefix or path == prefix or path.startswith(prefix + "/")
+
+
+def checked_prefix(prefix: str, *, allow_empty: bool = False) -> str:
+    """`prefix` when it is a mount point ('/v2': a leading '/', no trailing one); ValueError otherwise."""
+    if (allow_empty and not prefix) or (prefix.startswith("/") and not prefix.endswith("/")):
+        return prefix
+    empty = "be empty or " if allow_empty else ""
+    raise ValueError(f"prefix must {empty}start with '/' and not end with one, got {prefix!r}")
