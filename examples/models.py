@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from oip_asgi import Model, TensorSpec
+from oip_asgi import BadRequest, Model, TensorSpec
 
 DATATYPES = [
     "BOOL",
@@ -39,6 +39,13 @@ def text_stats(TEXT: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+def square_root(X: np.ndarray) -> np.ndarray:
+    """Refuses negative input: the client gets a 400 with this message, not a model failure."""
+    if (X < 0).any():
+        raise BadRequest(f"sqrt takes non-negative X; X[{int(np.argmax(X < 0))}] is negative")
+    return np.sqrt(X)
+
+
 ANIMALS = ["cat", "dog", "bird"]
 
 
@@ -60,6 +67,7 @@ models: dict[str, object] = {
         inputs=[TensorSpec("TEXT", "BYTES", [-1])],
         outputs=[TensorSpec("UPPER", "BYTES", [-1]), TensorSpec("LENGTH", "INT64", [-1])],
     ),
+    "sqrt": Model(square_root, inputs=[TensorSpec("X", "FP32", [-1])], outputs=[TensorSpec("Y", "FP32", [-1])]),
     "animals": Model(
         animal_scores,
         inputs=[TensorSpec("FEATURES", "FP32", [-1, 4])],

@@ -16,7 +16,7 @@ from ._errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from ._models import Model, ModelsArgument, Predict, TensorSpec
+from ._models import Model, ModelsArgument, Predict, Result, TensorSpec
 from ._version import __version__
 
 if _typing.TYPE_CHECKING:
@@ -53,6 +53,7 @@ __all__ = [
     "OIPMount",
     "PayloadTooLarge",
     "Predict",
+    "Result",
     "TensorSpec",
     "UnsupportedMediaType",
     "__version__",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from ._errors import BadRequest, ClientDisconnected, PayloadTooLarge, UnsupportedMediaType
+from starlette.types import Receive
 
-Receive = Any  # the ASGI receive callable
+from ._errors import BadRequest, ClientDisconnected, PayloadTooLarge, UnsupportedMediaType
 
 _INFLATE_STEP = 1 << 20
 # zlib's wbits: 32+ detects a zlib or gzip wrapper (some clients label zlib data "gzip").

@@ -7,7 +7,7 @@ datatype and a shape, and both get the same checks and the same messages.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from ._datatypes import DATATYPES, element_size
@@ -44,12 +44,19 @@ def check_shape(tensor: TensorHeader) -> None:
         raise BadRequest(f"input '{tensor.name}': shape {shape_text(shape)} holds more bytes than int64 can count")
 
 
-def check_inputs(model: Model, inputs: Sequence[TensorHeader]) -> None:
+def _unique(names: Iterable[str], repeated: str) -> set[str]:
+    """The names, or BadRequest(`repeated` naming the first that comes twice)."""
     seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise BadRequest(repeated.format(name))
+        seen.add(name)
+    return seen
+
+
+def check_inputs(model: Model, inputs: Sequence[TensorHeader]) -> None:
+    seen = _unique((tensor.name for tensor in inputs), "input '{}' appears more than once")
     for tensor in inputs:
-        if tensor.name in seen:
-            raise BadRequest(f"input '{tensor.name}' appears more than once")
-        seen.add(tensor.name)
         if tensor.datatype not in DATATYPES:
             raise BadRequest(
                 f"input '{tensor.name}' has datatype {tensor.datatype!r}; the datatypes are {', '.join(DATATYPES)}"
@@ -78,20 +85,16 @@ def check_against(spec: TensorSpec, datatype: str, shape: Sequence[int], model: 
 
 
 def check_outputs(model: Model, requested: Sequence[RequestedOutput]) -> None:
-    seen: set[str] = set()
+    _unique((output.name for output in requested), "output '{}' is requested more than once")
+    if model.outputs is None:
+        return
     for output in requested:
-        if output.name in seen:
-            raise BadRequest(f"output '{output.name}' is requested more than once")
-        seen.add(output.name)
-        if model.outputs is not None:
-            spec = model.output_spec(output.name)
-            if spec is None:
-                names = ", ".join(spec.name for spec in model.outputs)
-                raise BadRequest(
-                    f"unknown output '{output.name}'; model '{model.name}' produces {names or 'no outputs'}"
-                )
-            if output.classification is not None and spec.datatype in ("BOOL", "BYTES"):
-                raise BadRequest(f"output '{output.name}' is {spec.datatype}; classification needs a numeric output")
+        spec = model.output_spec(output.name)
+        if spec is None:
+            names = ", ".join(spec.name for spec in model.outputs)
+            raise BadRequest(f"unknown output '{output.name}'; model '{model.name}' produces {names or 'no outputs'}")
+        if output.classification is not None and spec.datatype in ("BOOL", "BYTES"):
+            raise BadRequest(f"output '{output.name}' is {spec.datatype}; classification needs a numeric output")
 
 
 def raw_input_shape(spec: TensorSpec, size: int) -> list[int]:

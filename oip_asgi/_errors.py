@@ -18,10 +18,17 @@ and message, where any other exception from a model is a `ModelError`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, ClassVar
 
 
 class OIPError(Exception):
-    status_code: int = 500
+    status_code: ClassVar[int] = 500
+
+    def __init_subclass__(cls, *, status_code: int | None = None, **kwargs: Any) -> None:
+        # `class Conflict(OIPError, status_code=409)`; a subclass without one keeps its parent's.
+        super().__init_subclass__(**kwargs)
+        if status_code is not None:
+            cls.status_code = status_code
 
     def __init__(self, message: str, *, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
@@ -29,39 +36,30 @@ class OIPError(Exception):
         self.headers: dict[str, str] = dict(headers) if headers else {}
 
 
-class BadRequest(OIPError):
-    status_code = 400
+class BadRequest(OIPError, status_code=400): ...
 
 
-class NotFound(OIPError):
-    status_code = 404
+class NotFound(OIPError, status_code=404): ...
 
 
-class MethodNotAllowed(OIPError):
-    status_code = 405
-
+class MethodNotAllowed(OIPError, status_code=405):
     def __init__(self, message: str, *, allow: str) -> None:
         super().__init__(message, headers={"Allow": allow})
 
 
-class LengthRequired(OIPError):
-    status_code = 411
+class LengthRequired(OIPError, status_code=411): ...
 
 
-class PayloadTooLarge(OIPError):
-    status_code = 413
+class PayloadTooLarge(OIPError, status_code=413): ...
 
 
-class UnsupportedMediaType(OIPError):
-    status_code = 415
+class UnsupportedMediaType(OIPError, status_code=415): ...
 
 
-class ModelError(OIPError):
-    status_code = 500
+class ModelError(OIPError, status_code=500): ...
 
 
-class ModelNotReady(OIPError):
-    status_code = 503
+class ModelNotReady(OIPError, status_code=503): ...
 
 
 class ClientDisconnected(Exception):
