@@ -68,6 +68,7 @@ def test_harness_catches_a_500(monkeypatch: pytest.MonkeyPatch) -> None:
         fuzz_request.one_input((FUZZ / "corpus" / "json-fp32").read_bytes())
 
 
+@pytest.mark.fuzz
 def test_short_fuzzing_pass(tmp_path: Path) -> None:
     pytest.importorskip("atheris")
     # libFuzzer adds new inputs to the corpus it is given and writes crash files: keep both out of the tree.
