@@ -1,4 +1,4 @@
-"""Real server processes for the integration tests: start, wait until ready, always stop."""
+"""Real server processes for the integration tests: start one, wait until it answers, always stop it."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,29 +26,61 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _ready(url: str) -> bool:
+def child_env() -> dict[str, str]:
+    """This environment, with the repository and its adapters importable, as the test run has them."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "adapters")])}
+
+
+@dataclass(frozen=True)
+class Server:
+    address: str  # "127.0.0.1:<port>", the form tritonclient takes
+    port: int
+    pid: int
+    log: Path  # everything the server wrote, stdout and stderr
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
             return int(response.status) == 200
-    except (OSError, urllib.error.HTTPError):
+    except OSError:  # refused, reset, timed out, or an error status (HTTPError is an OSError)
         return False
 
 
 @contextmanager
-def serving(argv: list[str], port: int, *, ready_path: str = "/v2/health/ready", timeout: float = 30) -> Iterator[str]:
-    """Run `argv` (which must listen on `port`) from the repository root; yield "127.0.0.1:port"."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "adapters")])}
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+def serving(
+    argv: list[str], port: int, *, ready_path: str = "/v2/health/ready", timeout: float = 30
+) -> Iterator[Server]:
+    """Run `python argv` from the repository root until the block ends; it must listen on 127.0.0.1:`port`.
+
+    The block starts once `ready_path` answers 200; a server that exits first, or takes longer than
+    `timeout` seconds, is a RuntimeError carrying its output.
+    """
+    with tempfile.TemporaryDirectory(prefix="oip-server-") as directory:
+        log = Path(directory, "server.log")
+        with log.open("wb") as sink:
+            # Its own session, so that a Ctrl-C meant for pytest does not reach it before the cleanup does.
+            process = subprocess.Popen(
+                [sys.executable, *argv],
+                cwd=ROOT,
+                env=child_env(),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         try:
+            url = f"http://{HOST}:{port}{ready_path}"
             deadline = time.monotonic() + timeout
-            while not _ready(f"http://{HOST}:{port}{ready_path}"):
+            while not _answers(url):
                 if process.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    output = log.read().decode(errors="replace")
-                    raise RuntimeError(f"{argv} did not become ready (exit code {process.poll()}):\n{output}")
-                time.sleep(0.1)
-            yield f"{HOST}:{port}"
+                    problem = f"exited with {process.returncode}" if process.poll() is not None else "still running"
+                    output = log.read_text(errors="replace")
+                    raise RuntimeError(f"{argv} did not answer {url} within {timeout} s ({problem}):\n{output}")
+                time.sleep(0.05)
+            yield Server(f"{HOST}:{port}", port, process.pid, log)
         finally:
             process.terminate()
             try:
@@ -56,6 +88,15 @@ def serving(argv: list[str], port: int, *, ready_path: str = "/v2/health/ready",
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+
+@contextmanager
+def uvicorn(app: str, *options: str, ready_path: str = "/v2/health/ready") -> Iterator[Server]:
+    """`app` ("module:attribute") served by a real uvicorn on a free port, with uvicorn's `options` added."""
+    port = free_port()
+    argv = ["-m", "uvicorn", app, "--host", HOST, "--port", str(port), "--log-level", "warning", *options]
+    with serving(argv, port, ready_path=ready_path) as server:
+        yield server
 
 
 def triton_round_trip(address: str) -> None:

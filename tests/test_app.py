@@ -22,11 +22,6 @@ INT_IN = [TensorSpec("x", "INT32", [-1])]
 INT_OUT = [TensorSpec("y", "INT32", [-1])]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def infer_body(values: list[int], name: str = "x") -> dict[str, Any]:
     return {"inputs": [{"name": name, "shape": [len(values)], "datatype": "INT32", "data": values}]}
 

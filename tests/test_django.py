@@ -17,14 +17,10 @@ pytest.importorskip("a2wsgi")
 import oip_asgi_django
 from examples import django_asgi, django_wsgi
 from oip_asgi import Model, TensorSpec, oip_app
-from tests._servers import chunked_infer, free_port, serving, triton_round_trip
+
+from ._servers import chunked_infer, triton_round_trip, uvicorn
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 SIMPLE = {
@@ -187,13 +183,11 @@ def test_wsgi_refuses_a_chunked_body_it_cannot_read(wsgi: httpx.Client) -> None:
 
 
 def test_real_uvicorn_with_tritonclient() -> None:
-    port = free_port()
     # --lifespan on: startup fails outright if lifespan reached Django instead of the OIP app.
-    argv = ["-m", "uvicorn", "examples.django_asgi:application", "--host", "127.0.0.1", "--port", str(port)]
-    with serving([*argv, "--lifespan", "on", "--log-level", "warning"], port) as address:
-        triton_round_trip(address)
-        status, body = chunked_infer(address, SIMPLE)  # under ASGI, a chunked body streams in
+    with uvicorn("examples.django_asgi:application", "--lifespan", "on") as server:
+        triton_round_trip(server.address)
+        status, body = chunked_infer(server.address, SIMPLE)  # under ASGI, a chunked body streams in
         assert status == 200, body
         assert json.loads(body)["outputs"][0]["data"] == [value + 2 for value in range(16)]
-        with urllib.request.urlopen(f"http://{address}/", timeout=10) as page:
+        with urllib.request.urlopen(f"http://{server.address}/", timeout=10) as page:
             assert page.read().decode().startswith("Django serves /;")

@@ -14,12 +14,9 @@ import logging
 import socket
 import struct
 import sys
-import tempfile
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +30,7 @@ from oip_asgi import Model, TensorSpec, oip_app
 from oip_asgi._responses import SLICE
 
 from ._client import binary_request, client, split_response
-from .conftest import free_port, running
+from ._servers import uvicorn
 
 pytestmark = pytest.mark.anyio
 
@@ -43,11 +40,6 @@ COUNT_IN = [TensorSpec("n", "INT64", [1])]
 INT_IN = [TensorSpec("x", "INT32", [-1])]
 INT_OUT = [TensorSpec("y", "INT32", [-1])]
 BIG = 3 * SLICE // 4 + 1000  # FP32 elements: the output goes out in four slices
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 # --- Clients that disconnect, in-process --------------------------------------------------------
@@ -249,29 +241,11 @@ async def test_hundreds_of_vanishing_clients_leak_no_memory_and_no_tasks(caplog:
 # --- Clients that disconnect, against a real uvicorn process ------------------------------------
 
 
-@dataclass(frozen=True)
-class Served:
-    port: int
-    pid: int
-    log: Path
-
-    def rss_kib(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        raise AssertionError("no VmRSS")
-
-
-@contextmanager
-def uvicorn_process(http: str) -> Iterator[Served]:
-    """tests.apps_faults:app under uvicorn, with its pid (for RSS) and its log."""
-    port = free_port()
-    command = [sys.executable, "-m", "uvicorn", "tests.apps_faults:app", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--http", http, "--log-level", "warning", "--no-access-log"]
-    with tempfile.TemporaryDirectory() as directory:
-        log_path = Path(directory, "server.log")
-        with log_path.open("wb") as log, running(command, port, "/health/live", output=log) as process:
-            yield Served(port, process.pid, log_path)
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
 
 
 FILL = 2 * 2**20  # FP32 elements: an 8 MiB response, more than the socket buffers hold
@@ -338,18 +312,18 @@ def test_a_real_server_shrugs_off_clients_that_leave(http: str) -> None:
             leave_mid_body(port, half_binary, half_binary.index(b"\r\n\r\n") + 4, abort)  # headers only
             leave_mid_response(port, fill, abort)
 
-    with uvicorn_process(http) as server:
+    with uvicorn("tests.apps_faults:app", "--http", http, "--no-access-log", ready_path="/health/ready") as server:
         for _ in range(25):
             one_round(server.port)
         check_still_serving(server.port)
         time.sleep(0.2)  # let the last requests' tasks finish before reading RSS
-        start = server.rss_kib()
+        start = rss_kib(server.pid)
         for _ in range(100):
             one_round(server.port)
         check_still_serving(server.port)
         time.sleep(0.2)
-        end = server.rss_kib()
-        log = server.log.read_text(errors="replace")
+        end = rss_kib(server.pid)
+        log = server.output()
     print(f"{http}: RSS {start} KiB -> {end} KiB")
     # 800 clients left mid-request; an 8 MiB response kept per request would be gigabytes.
     assert end - start < 16 * 2**10, f"RSS grew from {start} KiB to {end} KiB"

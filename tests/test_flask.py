@@ -21,7 +21,8 @@ from werkzeug.serving import make_server
 from examples import flask_app
 from oip_asgi import Model, OIPApp, TensorSpec, oip_app
 from oip_asgi_flask import OIP
-from tests._servers import ROOT, chunked_infer, free_port, serving, triton_round_trip
+
+from ._servers import ROOT, chunked_infer, free_port, serving, triton_round_trip
 
 SIMPLE = {
     "inputs": [
@@ -177,10 +178,10 @@ def test_a_forked_worker_gets_its_own_event_loop_thread() -> None:
 def test_waitress_with_tritonclient_and_a_chunked_upload() -> None:
     port = free_port()
     argv = ["-m", "waitress", "--listen", f"127.0.0.1:{port}", "examples.flask_app:app"]
-    with serving(argv, port) as address:
-        triton_round_trip(address)
+    with serving(argv, port) as server:
+        triton_round_trip(server.address)
         # waitress buffers a chunked body and sets CONTENT_LENGTH: it just works.
-        status, body = chunked_infer(address, SIMPLE)
+        status, body = chunked_infer(server.address, SIMPLE)
         assert status == 200, body
         assert json.loads(body)["outputs"][0]["data"] == [value + 5 for value in range(16)]
 

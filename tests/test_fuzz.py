@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from ._servers import ROOT
 from .fuzz import fuzz_request
 
 FUZZ = ROOT / "tests" / "fuzz"

@@ -11,17 +11,12 @@ import httpx
 import pytest
 
 from ._client import client
-from .conftest import uvicorn_server
+from ._servers import uvicorn
 from .hostile_cases import CASES, VALID_PATH, VALID_REQUEST, VALID_SUM, Case, app, document, send, valid_inference
 
 pytestmark = pytest.mark.anyio
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "bad-input.md"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.mark.parametrize("case", [case for case in CASES if not case.over_socket], ids=lambda case: case.id)
@@ -38,8 +33,8 @@ async def test_bad_input_is_a_clear_error_and_the_next_request_is_served(case: C
 
 @pytest.fixture(scope="module")
 def hostile_server() -> Iterator[str]:
-    with uvicorn_server("tests.hostile_cases:app") as address:
-        yield address
+    with uvicorn("tests.hostile_cases:app") as server:
+        yield server.address
 
 
 def _exchange(address: str, case: Case) -> bytes:

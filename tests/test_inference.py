@@ -20,11 +20,6 @@ pytestmark = pytest.mark.anyio
 NUMERIC = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64"]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def identity_app(**options: Any) -> Any:
     models: dict[str, Any] = {"echo": lambda **inputs: inputs}
     for datatype in [*NUMERIC, "BYTES", "BF16"]:

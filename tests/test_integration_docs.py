@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from oip_asgi import OIPApp
-from tests._servers import ROOT
+
+from ._servers import ROOT
 
 DOC = ROOT / "docs" / "integrations.md"
 RECIPE = re.compile(r"<!-- recipe: (?P<name>\S+) -->\n```python\n(?P<code>.*?)```", re.DOTALL)
@@ -74,9 +75,8 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_fastapi_recipe_loads_models_at_startup_and_serves_the_exact_prefix(
-    monkeypatch: pytest.MonkeyPatch, anyio_backend: str
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fastapi = pytest.importorskip("fastapi")
     loads: list[OIPApp] = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,7 +18,8 @@ pytest.importorskip("mangum")
 import oip_asgi_lambda
 from examples.models import models
 from oip_asgi import Model, TensorSpec, oip_app
-from tests._servers import ROOT
+
+from ._servers import ROOT, child_env
 
 Event = dict[str, Any]
 LAMBDA_EVENT_LIMIT = 6 * 2**20  # what Lambda accepts for a synchronous invocation
@@ -555,7 +555,7 @@ def test_import_pulls_in_no_web_framework() -> None:
     result = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
-        env=_pythonpath(),
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -584,7 +584,3 @@ def test_import_time_bench_runs() -> None:
     assert report["oip_asgi_lambda"]["median_ms"] > 0
     assert "numpy" in report["oip_asgi_lambda"]["heaviest_ms"]
     assert "examples" in report["examples.lambda_handler"]["heaviest_ms"]
-
-
-def _pythonpath() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "adapters")])}

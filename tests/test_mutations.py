@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ._client import as_array, binary_outputs, bytes_tensor, client, split_response
 from .hostile_cases import IHCL, INFER, app
-from .test_codecs import tensors
+from .strategies import tensors
 
 WITHIN = 5.0  # seconds: far above any honest answer in-process, far below a hang
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,8 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
-ROOT = Path(__file__).resolve().parent.parent
+from ._servers import ROOT
+
 TEMPLATE = ROOT / "template.yaml"
 
 
