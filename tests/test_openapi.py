@@ -9,6 +9,7 @@ import anyio
 import hypothesis
 import pytest
 import schemathesis
+from schemathesis import BaseSchema
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -61,54 +62,63 @@ async def fetch(app: Any, path: str) -> Any:
         return response.json()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def refs(node: Any) -> list[str]:
     if isinstance(node, dict):
         return [node["$ref"]] if "$ref" in node else [ref for value in node.values() for ref in refs(value)]
     return [ref for value in node for ref in refs(value)] if isinstance(node, list) else []
 
 
-# Built in-process at collection so that pytest can parametrize over its operations; the requests
-# go to a live server, which serves this same document (test_live_server_serves_the_document).
-DOCUMENT = anyio.run(fetch, example_app, "/v2/openapi.json")
-schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG)
+@pytest.fixture(scope="module")
+def document() -> Any:
+    # Built in-process; the requests go to a live server, which serves this same document
+    # (test_live_server_serves_the_document).
+    return anyio.run(fetch, example_app, "/v2/openapi.json")
 
 
-@schema.parametrize()
+@pytest.fixture(scope="module")
+def schema(document: Any) -> BaseSchema:
+    return schemathesis.openapi.from_dict(document, config=CONFIG)
+
+
+@pytest.fixture
+def node_id_for_schemathesis(request: pytest.FixtureRequest) -> None:
+    # schemathesis 4.32's lazy schemas read Node._nodeid, which pytest 9.2 no longer has.
+    request.node._nodeid = request.node.nodeid
+
+
+# One test, its operations run as subtests: a failure's heading names the operation ("label='GET /'").
+@schemathesis.pytest.from_fixture("schema").parametrize()
 @hypothesis.settings(deadline=None)
+@pytest.mark.usefixtures("node_id_for_schemathesis")
 def test_schemathesis_finds_no_fault(case: Any, example_server: str) -> None:
     # No 5xx, and every status, content type, header and body is one the document declares.
     case.call_and_validate(base_url=f"http://{example_server}/v2", checks=CHECKS)
 
 
-def test_live_server_serves_the_document(example_server: str) -> None:
+def test_live_server_serves_the_document(example_server: str, document: Any) -> None:
     loaded = schemathesis.openapi.from_url(f"http://{example_server}/v2/openapi.json")
     loaded.validate()
-    assert loaded.raw_schema == DOCUMENT
+    assert loaded.raw_schema == document
 
 
-def test_document_is_valid_and_lists_every_endpoint() -> None:
+def test_document_is_valid_and_lists_every_endpoint(document: Any, schema: BaseSchema) -> None:
     schema.validate()  # against the OpenAPI 3.1 meta-schema
-    assert DOCUMENT["openapi"] == "3.1.0"
-    assert DOCUMENT["servers"] == [{"url": "/v2"}]
-    assert {path: list(item.keys() - {"parameters"}) for path, item in DOCUMENT["paths"].items()} == {
+    assert document["openapi"] == "3.1.0"
+    assert document["servers"] == [{"url": "/v2"}]
+    assert {path: list(item.keys() - {"parameters"}) for path, item in document["paths"].items()} == {
         path: [method] for path, method in PATHS.items()
     }
     labels = sorted(result.ok().label for result in schema.get_all_operations())
     assert labels == sorted(f"{method.upper()} {path}" for path, method in PATHS.items())
-    components = DOCUMENT["components"]["schemas"]
-    assert {ref.removeprefix("#/components/schemas/") for ref in refs(DOCUMENT)} <= components.keys()
+    components = document["components"]["schemas"]
+    assert {ref.removeprefix("#/components/schemas/") for ref in refs(document)} <= components.keys()
     # Triton-only endpoints the app does not serve are not promised.
     triton_only = ("repository", "stats", "sharedmemory", "trace", "logging", "config")
-    assert not any(word in path for path in DOCUMENT["paths"] for word in triton_only)
+    assert not any(word in path for path in document["paths"] for word in triton_only)
 
 
-def test_schemas_come_from_the_wire_structs() -> None:
-    components = DOCUMENT["components"]["schemas"]
+def test_schemas_come_from_the_wire_structs(document: Any) -> None:
+    components = document["components"]["schemas"]
     assert components["InferenceRequest"]["required"] == ["inputs"]
     # One input schema per datatype, told apart by the datatype tag, each typing its elements.
     inputs = components["InferenceRequest"]["properties"]["inputs"]["items"]
@@ -120,7 +130,7 @@ def test_schemas_come_from_the_wire_structs() -> None:
     assert int8["data"]["anyOf"][0]["items"]["anyOf"][0] == {"type": "integer", "minimum": -128, "maximum": 127}
     assert components["OutputParameters"]["properties"]["classification"]["anyOf"][0]["minimum"] == 1
     assert components["Error"]["required"] == ["error"]
-    infer = DOCUMENT["paths"]["/models/{model_name}/infer"]["post"]
+    infer = document["paths"]["/models/{model_name}/infer"]["post"]
     assert set(infer["requestBody"]["content"]) == {"application/json", "application/octet-stream"}
     assert [parameter["name"] for parameter in infer["parameters"]] == ["Inference-Header-Content-Length"]
     errors = {status for status in infer["responses"] if status != "200"}
@@ -128,7 +138,7 @@ def test_schemas_come_from_the_wire_structs() -> None:
     assert {json.dumps(infer["responses"][status]["content"]) for status in errors} == {
         json.dumps({"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}})
     }
-    (name,) = DOCUMENT["paths"]["/models/{model_name}"]["parameters"]
+    (name,) = document["paths"]["/models/{model_name}"]["parameters"]
     assert name["schema"]["enum"] == list(example_models)
 
 
