@@ -63,6 +63,7 @@ class AppOptions(TypedDict, total=False):
     name: str
     max_body_size: int
     max_json_size: int
+    expose_errors: bool
 
 
 class OIPApp:
@@ -75,10 +76,12 @@ class OIPApp:
         name: str = "oip-asgi",
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         max_json_size: int = DEFAULT_MAX_JSON_SIZE,
+        expose_errors: bool = True,
     ) -> None:
         self.repository = ModelRepository(models)
         self.max_body_size = max_body_size
         self.max_json_size = min(max_json_size, max_body_size)
+        self.expose_errors = expose_errors
         self._server_metadata = ServerMetadata(name=name, version=__version__, extensions=EXTENSIONS)
         self._openapi = OpenAPI(self._server_metadata, self.repository)
 
@@ -108,7 +111,7 @@ class OIPApp:
             await self._dispatch(scope, receive, tracking_send)
         except OIPError as error:
             if not started:
-                await send_error(send, error)
+                await send_error(send, error.public(self.expose_errors))
         except ClientDisconnected:
             pass
         except Exception:
@@ -157,7 +160,8 @@ class OIPApp:
                 _allow(method, "GET")
                 await send_json(send, 200, self._model_metadata(model))
         else:
-            raise NotFound(f"no such path {path!r}; see the Open Inference Protocol for the endpoints")
+            full = scope.get("root_path", "") + path
+            raise NotFound(f"no such path {full!r}; see the Open Inference Protocol for the endpoints")
 
     def _model_metadata(self, model: Model) -> ModelMetadata:
         def tensors(specs: tuple[TensorSpec, ...] | None) -> list[TensorMetadata]:
@@ -199,6 +203,8 @@ def oip_app(models: ModelsArgument, **options: Unpack[AppOptions]) -> OIPApp:
 
     `models` maps each name to a `Model`, a bare callable, or a list of `Model` versions.
     `max_body_size` bounds a request body (after decompression); `max_json_size` bounds its JSON part.
+    `expose_errors=False` keeps the text of a model's own exceptions out of responses: the client gets
+    an error id that matches the line in the ``oip_asgi`` log holding the message and traceback.
     """
     return OIPApp(models, **options)
 

@@ -38,7 +38,7 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 def classify(name: str, scores: np.ndarray, datatype: str, k: int, labels: Sequence[str] | None) -> np.ndarray:
-    """The BYTES tensor replacing `scores`: its last axis becomes the top `k` classes."""
+    """The BYTES tensor replacing `scores`: its last axis becomes the top `k` classes (`labels` name them all)."""
     if datatype in ("BOOL", "BYTES"):
         raise BadRequest(f"output '{name}' is {datatype}; classification needs a numeric output")
     if scores.ndim == 0 or scores.shape[-1] == 0:
@@ -49,7 +49,7 @@ def classify(name: str, scores: np.ndarray, datatype: str, k: int, labels: Seque
     flat_indices = indices.ravel().tolist()
     result = np.empty(len(texts), dtype=object)
     for position, (text, index) in enumerate(zip(texts, flat_indices, strict=True)):
-        if labels is not None and index < len(labels):
+        if labels is not None:
             result[position] = f"{text}:{index}:{labels[index]}".encode()
         else:
             result[position] = f"{text}:{index}".encode()

@@ -36,7 +36,8 @@ def rounds_to_infinity(dtype: type[np.floating]) -> float:
     return float(2.0**info.maxexp - 2.0 ** (info.maxexp - info.nmant - 2))
 
 
-def _bfloat16() -> np.dtype | None:
+def bfloat16() -> np.dtype | None:
+    """ml_dtypes' bfloat16, or None without the optional package."""
     try:
         import ml_dtypes
     except ImportError:
@@ -50,7 +51,7 @@ def numpy_dtype(datatype: str) -> np.dtype:
     dtype = _NUMPY.get(datatype)
     if dtype is not None:
         return dtype
-    bf16 = _bfloat16()  # BF16, the one datatype numpy lacks (datatypes are checked before they get here)
+    bf16 = bfloat16()  # BF16, the one datatype numpy lacks (datatypes are checked before they get here)
     if bf16 is None:
         raise BadRequest("BF16 tensors need the ml_dtypes package on the server (pip install 'oip-asgi[bf16]')")
     return bf16

@@ -17,6 +17,7 @@ and message, where any other exception from a model is a `ModelError`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -30,10 +31,21 @@ class OIPError(Exception):
         if status_code is not None:
             cls.status_code = status_code
 
-    def __init__(self, message: str, *, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, message: str, *, headers: Mapping[str, str] | None = None, redacted: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.headers: dict[str, str] = dict(headers) if headers else {}
+        # For a message that quotes a model's own exception: what to send instead when the server
+        # does not expose error text (`expose_errors=False`), naming the log line that has the rest.
+        self.redacted = redacted
+
+    def public(self, expose: bool) -> OIPError:
+        """The error to send: itself, or a copy with the redacted message when text is not exposed."""
+        if expose or self.redacted is None:
+            return self
+        public = copy.copy(self)
+        public.message = self.redacted
+        return public
 
 
 class BadRequest(OIPError, status_code=400): ...

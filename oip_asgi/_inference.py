@@ -90,7 +90,13 @@ def model_outputs(
             raise ModelError(f"model '{model.name}' did not return its declared output '{output}'")
         array, datatype = _output_array(model, output, produced[output])
         if requested is not None and requested.classification is not None:
-            array = classify(output, array, datatype, requested.classification, model.labels_for(output))
+            labels = model.labels_for(output)
+            if labels is not None and array.ndim and array.shape[-1] > len(labels):
+                raise ModelError(
+                    f"model '{model.name}' has {len(labels)} labels for output '{output}', "
+                    f"whose class axis holds {array.shape[-1]}"
+                )
+            array = classify(output, array, datatype, requested.classification, labels)
             datatype = "BYTES"
         own = output_parameters.get(output) if output_parameters else None
         outputs.append(OutputTensor(output, array, datatype, _output_parameters(model, output, own), requested))

@@ -6,6 +6,7 @@ import copy
 import functools
 import inspect
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 import anyio.to_thread
 import numpy as np
 
-from ._datatypes import DATATYPES
+from ._declarations import check_labels, check_signature, checked_datatype, checked_shape, checked_specs
 from ._errors import ModelError, ModelNotReady, NotFound, OIPError
 
 if TYPE_CHECKING:
@@ -63,13 +64,11 @@ class TensorSpec:
     optional: bool = False
 
     def __post_init__(self) -> None:
-        if self.datatype not in DATATYPES:
-            raise ValueError(
-                f"TensorSpec {self.name!r}: datatype {self.datatype!r} is not one of {', '.join(DATATYPES)}"
-            )
-        if any(not isinstance(dim, int) or dim < -1 for dim in self.shape):
-            raise ValueError(f"TensorSpec {self.name!r}: shape {list(self.shape)} must hold integers >= -1")
-        object.__setattr__(self, "shape", tuple(self.shape))
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"TensorSpec: name must be a non-empty string, got {self.name!r}")
+        where = f"TensorSpec {self.name!r}"
+        checked_datatype(self.datatype, where)
+        object.__setattr__(self, "shape", checked_shape(self.shape, where))
 
     def accepts_shape(self, shape: Sequence[int]) -> bool:
         return len(shape) == len(self.shape) and all(
@@ -109,12 +108,10 @@ class Model:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         self.predict = predict
-        self.inputs = tuple(inputs) if inputs is not None else None
-        self.outputs = tuple(outputs) if outputs is not None else None
-        for kind, specs in (("input", self.inputs), ("output", self.outputs)):
-            names = [spec.name for spec in specs or ()]
-            if len(set(names)) != len(names):
-                raise ValueError(f"duplicate {kind} names in {names}")
+        self.inputs: tuple[TensorSpec, ...] | None = checked_specs(inputs, "inputs", TensorSpec)
+        self.outputs: tuple[TensorSpec, ...] | None = checked_specs(outputs, "outputs", TensorSpec)
+        check_signature(predict, self.inputs)
+        check_labels(labels, self.outputs)
         self._input_specs = {spec.name: spec for spec in self.inputs or ()}
         self._output_specs = {spec.name: spec for spec in self.outputs or ()}
         self.labels = labels
@@ -125,7 +122,7 @@ class Model:
         self.in_flight = 0
         self._load = load
         self._loaded = load is None
-        self._load_error: str | None = None
+        self._load_error: ModelNotReady | None = None
         self._load_lock: anyio.Lock | None = None
         self._is_async = _is_async(predict)
         self._takes_parameters = _takes_parameters(predict)
@@ -168,15 +165,21 @@ class Model:
                 if inspect.isawaitable(result):
                     await result
             except Exception as exc:
-                self._load_error = f"{type(exc).__name__}: {exc}"
-                logger.exception("model %r (version %s) failed to load", self.name, self.version)
+                error_id = _error_id()
+                self._load_error = ModelNotReady(
+                    f"model '{self.name}' version {self.version} failed to load: {type(exc).__name__}: {exc}",
+                    redacted=f"model '{self.name}' version {self.version} failed to load (error id {error_id})",
+                )
+                logger.exception(
+                    "model %r (version %s) failed to load (error id %s)", self.name, self.version, error_id
+                )
                 return
             self._loaded = True
 
     async def ensure_ready(self) -> None:
         await self.load()
         if self._load_error is not None:
-            raise ModelNotReady(f"model '{self.name}' version {self.version} failed to load: {self._load_error}")
+            raise self._load_error
 
     async def __call__(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any]) -> Outputs:
         """The user's function on `inputs` (and `parameters`, if it takes them), run off the event loop."""
@@ -197,12 +200,20 @@ class Model:
         except OIPError:
             raise  # raised on purpose: the client gets its status and message
         except (Exception, SystemExit) as exc:  # a sys.exit() in a model (argparse, say) is its failure too
-            # The client gets the message; the traceback is for whoever runs the server.
-            logger.exception("model %r (version %s) raised", self.name, self.version)
-            raise ModelError(f"model '{self.name}' raised {type(exc).__name__}: {exc}") from exc
+            # The client gets the message (unless the app hides it); the traceback is for whoever runs the server.
+            error_id = _error_id()
+            logger.exception("model %r (version %s) raised (error id %s)", self.name, self.version, error_id)
+            raise ModelError(
+                f"model '{self.name}' raised {type(exc).__name__}: {exc}",
+                redacted=f"model '{self.name}' failed (error id {error_id}); the server log has the details",
+            ) from exc
         finally:
             self.in_flight -= 1
         return result  # type: ignore[no-any-return]
+
+
+def _error_id() -> str:
+    return secrets.token_hex(4)
 
 
 def _is_async(function: Callable[..., Any]) -> bool:
@@ -225,10 +236,15 @@ class ModelRepository:
     """Models by name and version; the unversioned name means the newest version."""
 
     def __init__(self, models: ModelsArgument) -> None:
+        if not isinstance(models, Mapping):
+            raise TypeError(
+                f"models must be a mapping of name to model, got {type(models).__name__}; "
+                "write oip_app({'name': model, ...})"
+            )
         self._versions: dict[str, dict[str, Model]] = {}
         for name, entry in models.items():
-            if not name or "/" in name:
-                raise ValueError(f"model name {name!r} must be non-empty and hold no '/'")
+            if not isinstance(name, str) or not name or "/" in name:
+                raise ValueError(f"model name {name!r} must be a non-empty string with no '/'")
             versions = list(entry) if isinstance(entry, Sequence) else [entry]
             if not versions:
                 raise ValueError(f"model {name!r} has no versions")
@@ -252,13 +268,20 @@ class ModelRepository:
     def get(self, name: str, version: str | None = None) -> Model:
         versions = self._versions.get(name)
         if versions is None:
-            raise NotFound(f"unknown model '{name}'")
+            raise NotFound(f"unknown model '{name}'; {self._listing()}")
         if version is None:
             return next(reversed(versions.values()))
         model = versions.get(version)
         if model is None:
             raise NotFound(f"model '{name}' has no version '{version}' (versions: {', '.join(versions)})")
         return model
+
+    def _listing(self, most: int = 10) -> str:
+        names = list(self._versions)
+        if not names:
+            return "this server has no models"
+        more = f" and {len(names) - most} more" if len(names) > most else ""
+        return f"the models are {', '.join(names[:most])}{more}"
 
 
 def _version_key(version: str) -> tuple[int, int, str]:

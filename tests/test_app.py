@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import sys
 import threading
 from typing import Any
 
@@ -26,9 +28,9 @@ def infer_body(values: list[int], name: str = "x") -> dict[str, Any]:
     return {"inputs": [{"name": name, "shape": [len(values)], "datatype": "INT32", "data": values}]}
 
 
-def host_with(models: dict[str, Any]) -> Starlette:
+def host_with(models: dict[str, Any], **options: Any) -> Starlette:
     host = Starlette()
-    mount(host, models, path="/v2")
+    mount(host, models, path="/v2", **options)
     return host
 
 
@@ -300,6 +302,124 @@ def test_model_and_spec_validation_at_construction() -> None:
         Model("not a function")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no '/'"):
         oip_app({"a/b": lambda **i: i})
+
+
+SPEC = TensorSpec("x", "FP32", [1])
+
+
+def _predict(x: Any, y: Any = None, *, parameters: Any = None) -> Any:
+    return x
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "message"),
+    [
+        (lambda: Model(lambda x: x, inputs=[TensorSpec("a", "FP32", [1])]), TypeError, "does not take input 'a'"),
+        (lambda: Model(lambda a, b: a, inputs=[TensorSpec("a", "FP32", [1])]), TypeError, "requires argument 'b'"),
+        (
+            lambda: Model(_predict, inputs=[TensorSpec("x", "FP32", [1]), TensorSpec("z", "FP32", [1])]),
+            TypeError,
+            "does not take input 'z'",
+        ),
+        (
+            lambda: Model(lambda x, y: x, inputs=[TensorSpec("x", "FP32", [1]), TensorSpec("y", "FP32", [1], True)]),
+            TypeError,
+            "input 'y' is optional, so its parameter needs a default (y=None)",
+        ),
+        (
+            lambda: Model(lambda s: s, outputs=[TensorSpec("p", "FP32", [-1, 3])], labels=["a", "b"]),
+            ValueError,
+            "output 'p' has 3 classes but 2 labels",
+        ),
+        (
+            lambda: Model(lambda s: s, outputs=[TensorSpec("p", "FP32", [-1, 3])], labels={"q": ["a"]}),
+            ValueError,
+            "labels for 'q', which the model does not declare as outputs (p)",
+        ),
+        (lambda: TensorSpec("x", "FP32", None), TypeError, "shape must be a list of integers"),  # type: ignore[arg-type]
+        (lambda: TensorSpec("x", "FP32", 3), TypeError, "shape must be a list of integers"),  # type: ignore[arg-type]
+        (lambda: TensorSpec("x", "float32", [1]), ValueError, "'float32' is not a protocol datatype; write 'FP32'"),
+        (lambda: TensorSpec("x", "TYPE_FP32", [1]), ValueError, "write 'FP32'"),
+        (lambda: TensorSpec("x", "TYPE_STRING", [1]), ValueError, "write 'BYTES'"),
+        (lambda: TensorSpec("x", np.float16, [1]), ValueError, "write 'FP16'"),  # type: ignore[arg-type]
+        (lambda: TensorSpec("x", "int", [1]), ValueError, "write 'INT64'"),
+        (lambda: Model(lambda x: x, inputs={"x": SPEC}), TypeError, "inputs must be a list of TensorSpec, got dict"),  # type: ignore[arg-type]
+        (lambda: Model(lambda x: x, inputs=[("x", "FP32", [1])]), TypeError, "inputs must hold TensorSpec objects"),  # type: ignore[list-item]
+        (lambda: oip_app([Model(lambda x: x)]), TypeError, "models must be a mapping of name to model, got list"),  # type: ignore[arg-type]
+    ],
+    ids=[
+        "input-not-a-parameter", "parameter-not-an-input", "input-not-a-parameter-beside-defaults",
+        "optional-no-default", "too-few-labels", "labels-for-unknown-output", "shape-none", "shape-int",
+        "numpy-name", "triton-config-name", "triton-string", "numpy-type", "python-type-name", "inputs-dict",
+        "inputs-tuples", "models-list",
+    ],
+)  # fmt: skip
+def test_mistakes_in_a_model_are_refused_when_it_is_built(build: Any, error: type, message: str) -> None:
+    with pytest.raises(error) as raised:
+        build()
+    assert message in str(raised.value)
+
+
+def test_signatures_that_fit_their_specs_are_accepted() -> None:
+    specs = [TensorSpec("x", "FP32", [1]), TensorSpec("y", "FP32", [1], optional=True)]
+    Model(_predict, inputs=specs)  # y has a default, `parameters` is the request's
+    Model(lambda **inputs: inputs, inputs=specs)  # **kwargs takes anything
+    Model(lambda s: s, outputs=[TensorSpec("p", "FP32", [-1, -1])], labels={"p": ["a"]})  # class axis unknown
+
+
+def test_bf16_declared_without_ml_dtypes_is_refused_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # `import ml_dtypes` now fails
+    with pytest.raises(ValueError, match=r"BF16 needs the ml_dtypes package on the server: pip install"):
+        TensorSpec("x", "BF16", [1])
+
+
+async def test_labels_shorter_than_a_variable_class_axis_are_a_clear_500() -> None:
+    model = Model(lambda x: x, outputs=[TensorSpec("p", "FP32", [-1, -1])], labels=["a", "b"])
+    body = {
+        "inputs": [{"name": "x", "shape": [1, 3], "datatype": "FP32", "data": [0.1, 0.9, 0.5]}],
+        "outputs": [{"name": "p", "parameters": {"classification": 3}}],
+    }
+    async with client(host_with({"m": model})) as http:
+        response = await http.post("/v2/models/m/infer", json=body)
+    assert response.status_code == 500
+    assert response.json()["error"] == "model 'm' has 2 labels for output 'p', whose class axis holds 3"
+
+
+@pytest.mark.parametrize("expose", [True, False])
+async def test_expose_errors_false_keeps_a_models_exception_text_out_of_responses(
+    expose: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    def leaks(x: Any) -> Any:
+        raise ValueError("could not connect to postgres://admin:hunter2@db")
+
+    def fails_to_load() -> None:
+        raise OSError("no file /secrets/weights.bin")
+
+    models = {"m": Model(leaks), "broken": Model(lambda x: x, load=fails_to_load)}
+    async with client(host_with(models, expose_errors=expose)) as http:
+        raised = (await http.post("/v2/models/m/infer", json=infer_body([1]))).json()["error"]
+        unloaded = (await http.post("/v2/models/broken/infer", json=infer_body([1]))).json()["error"]
+        refused = (await http.post("/v2/models/m/infer", json={"inputs": 1})).json()["error"]
+    assert refused.startswith("invalid inference request")  # the server's own messages stay
+    if expose:
+        assert "hunter2" in raised and "/secrets/weights.bin" in unloaded
+        return
+    assert "hunter2" not in raised and "/secrets/" not in unloaded
+    for message in (raised, unloaded):
+        error_id = re.search(r"error id ([0-9a-f]{8})", message)
+        assert error_id is not None, message
+        logged = [record for record in caplog.records if error_id[1] in record.getMessage()]
+        assert len(logged) == 1 and logged[0].exc_info is not None  # the log line holds the traceback
+    assert raised.startswith("model 'm' failed (error id ")
+
+
+async def test_not_found_names_the_full_path_and_the_models_there_are() -> None:
+    models = {f"m{index:02}": Model(lambda **i: i) for index in range(12)}
+    async with client(host_with(models)) as http:
+        missing = (await http.get("/v2/models/m99")).json()["error"]
+        nowhere = (await http.get("/v2/nowhere")).json()["error"]
+    assert missing == "unknown model 'm99'; the models are m00, m01, m02, m03, m04, m05, m06, m07, m08, m09 and 2 more"
+    assert nowhere.startswith("no such path '/v2/nowhere'")
 
 
 async def test_httpx_default_client_against_real_transport_shape() -> None:

@@ -19,7 +19,7 @@ from oip_asgi import mount
 from oip_asgi._bulk_json import bulk_request
 from oip_asgi._datatypes import rounds_to_infinity
 from oip_asgi._errors import BadRequest
-from oip_asgi._inference import _parse
+from oip_asgi._json_request import parse_request
 from oip_asgi._numbers import number_texts
 from oip_asgi._tensors import array_from_json
 
@@ -181,7 +181,7 @@ def test_the_bulk_parser_agrees_with_msgspec(request: tuple[bytes, bool]) -> Non
     text, plain = request
     bulk = bulk_request(text)
     try:
-        expected = _parse(text)
+        expected = parse_request(text)
     except msgspec.MsgspecError:
         assert bulk is None
         return

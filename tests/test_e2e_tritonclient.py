@@ -113,6 +113,21 @@ def test_raw_binary_request_against_the_real_server(example_server: str) -> None
     assert np.frombuffer(response.content[length:], np.float32).tolist() == values.tolist()
 
 
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+def test_a_model_refusing_its_input_is_a_400_with_its_message(
+    triton: httpclient.InferenceServerClient, binary: bool
+) -> None:
+    tensor = httpclient.InferInput("X", [3], "FP32")
+    tensor.set_data_from_numpy(np.array([4.0, -1.0, 9.0], dtype=np.float32), binary_data=binary)
+    with pytest.raises(InferenceServerException) as refused:
+        triton.infer("sqrt", [tensor])
+    assert refused.value.status() == "400"
+    assert refused.value.message() == "sqrt takes non-negative X; X[1] is negative"
+    tensor = httpclient.InferInput("X", [3], "FP32")
+    tensor.set_data_from_numpy(np.array([4.0, 9.0, 0.0], dtype=np.float32), binary_data=binary)
+    np.testing.assert_array_equal(triton.infer("sqrt", [tensor]).as_numpy("Y"), [2.0, 3.0, 0.0])
+
+
 def test_fp16_binary(triton: httpclient.InferenceServerClient) -> None:
     data = np.array([0.5, 1.25, -3.0], dtype=np.float16)
     tensor = httpclient.InferInput("INPUT0", [3], "FP16")

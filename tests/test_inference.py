@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import zlib
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from starlette.applications import Starlette
 
+import oip_asgi
 from oip_asgi import Model, TensorSpec, mount
 
 from ._client import as_array, binary_outputs, binary_request, bytes_tensor, client, outputs_by_name, split_response
@@ -169,23 +171,34 @@ async def test_outputs_json_cannot_carry_are_clear_errors_and_binary_works() -> 
             assert response.status_code == 200
 
 
-async def test_binary_data_output_with_per_output_override() -> None:
+async def test_binary_data_output_covers_only_the_outputs_the_request_does_not_list() -> None:
+    """As Triton and KServe read it: a listed output is binary only when its own binary_data says so."""
     model = Model(
-        lambda x: {"a": x, "b": x * 2}, outputs=[TensorSpec("a", "INT32", [-1]), TensorSpec("b", "INT32", [-1])]
+        lambda x: {"a": x, "b": x * 2, "c": x * 3},
+        outputs=[TensorSpec(name, "INT32", [-1]) for name in "abc"],
     )
-    body = {
+    listed = {
         "inputs": [{"name": "x", "shape": [2], "datatype": "INT32", "data": [1, 2]}],
-        "outputs": [{"name": "a", "parameters": {"binary_data": False}}, {"name": "b"}],
+        "outputs": [
+            {"name": "a", "parameters": {"binary_data": False}},
+            {"name": "b"},
+            {"name": "c", "parameters": {"binary_data": True}},
+        ],
         "parameters": {"binary_data_output": True},
     }
     async with client(mounted({"m": model})) as http:
-        response = await http.post("/v2/models/m/infer", json=body)
+        response = await http.post("/v2/models/m/infer", json=listed)
+        unlisted = await http.post("/v2/models/m/infer", json={**listed, "outputs": None})
     header, payload = split_response(response)
     outputs = outputs_by_name(header)
     assert outputs["a"]["data"] == [1, 2]
-    assert outputs["b"]["parameters"] == {"binary_data_size": 8}
-    assert np.frombuffer(payload, "<i4").tolist() == [2, 4]
+    assert outputs["b"]["data"] == [2, 4]
+    assert outputs["c"]["parameters"] == {"binary_data_size": 8}
+    assert np.frombuffer(payload, "<i4").tolist() == [3, 6]
     assert int(response.headers["content-length"]) == int(response.headers["inference-header-content-length"]) + 8
+    header, payload = split_response(unlisted)
+    assert [output["parameters"] for output in header["outputs"]] == [{"binary_data_size": 8}] * 3
+    assert np.frombuffer(payload, "<i4").tolist() == [1, 2, 2, 4, 3, 6]
 
 
 async def test_mixed_binary_and_json_inputs_keep_their_order() -> None:
@@ -317,6 +330,101 @@ async def test_raw_binary_request() -> None:
         assert response.status_code == 400 and "not a whole number of INT32" in response.json()["error"]
         response = await http.post("/v2/models/m/infer", content=b"\x00" * 12, headers=headers)
         assert response.status_code == 400 and "does not fit shape [-1, 8]" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("shape", "status", "expected"),
+    [([-1, 1], 200, [1, 1]), ([1], 200, [1]), ([-1], 200, [1]), ([-1, -1], 400, None), ([2], 400, None)],
+    ids=["batch-of-one", "fixed", "batch", "two-variable", "two-elements"],
+)
+async def test_raw_binary_bytes_body_takes_the_declared_shape(shape: list[int], status: int, expected: Any) -> None:
+    """Triton's reading: the body is one element, shaped by the spec; a shape it cannot fill is the client's 400."""
+    model = Model(lambda s: s, inputs=[TensorSpec("s", "BYTES", shape)], outputs=[TensorSpec("t", "BYTES", shape)])
+    async with client(mounted({"m": model})) as http:
+        response = await http.post(
+            "/v2/models/m/infer", content=b"427", headers={"inference-header-content-length": "0"}
+        )
+    assert response.status_code == status, response.text
+    if expected is None:
+        assert "raw binary BYTES body" in response.json()["error"]
+    else:
+        header, payload = split_response(response)
+        assert header["outputs"][0]["shape"] == expected
+        assert as_array(header["outputs"][0], payload).ravel().tolist() == [b"427"]
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (oip_asgi.BadRequest("x must be positive"), 400),
+        (oip_asgi.NotFound("no such row 7"), 404),
+        (oip_asgi.ModelNotReady("warming up, retry"), 503),
+        (oip_asgi.ModelError("the GPU fell off"), 500),
+    ],
+    ids=["BadRequest", "NotFound", "ModelNotReady", "ModelError"],
+)
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_a_model_may_refuse_its_input_with_any_oip_error(
+    error: oip_asgi.OIPError, status: int, is_async: bool
+) -> None:
+    def refuse(x: np.ndarray) -> np.ndarray:
+        raise error
+
+    async def refuse_async(x: np.ndarray) -> np.ndarray:
+        raise error
+
+    model = Model(refuse_async if is_async else refuse, inputs=[TensorSpec("x", "INT32", [-1])])
+    request = {"inputs": [{"name": "x", "shape": [1], "datatype": "INT32", "data": [-1]}]}
+    async with client(mounted({"m": model})) as http:
+        response = await http.post("/v2/models/m/infer", json=request)
+        assert response.status_code == status
+        assert response.json() == {"error": error.message}
+        assert (await http.get("/v2/health/ready")).status_code == 200  # the model still serves
+
+
+async def test_a_model_sets_response_and_output_parameters_with_a_result() -> None:
+    def predict(x: np.ndarray) -> oip_asgi.Result:
+        return oip_asgi.Result(
+            {"y": x, "z": x * 2},
+            parameters={"sequence_end": True, "served_by": "m"},
+            output_parameters={"y": {"unit": "cm"}, "z": {"scale": 2}},
+        )
+
+    model = Model(predict, outputs=[TensorSpec("y", "INT32", [-1]), TensorSpec("z", "INT32", [-1])])
+    request = {
+        "inputs": [{"name": "x", "shape": [2], "datatype": "INT32", "data": [1, 2]}],
+        "outputs": [{"name": "y"}, {"name": "z", "parameters": {"binary_data": True}}],
+    }
+    async with client(mounted({"m": model})) as http:
+        response = await http.post("/v2/models/m/infer", json=request)
+    header, payload = split_response(response)
+    assert header["parameters"] == {"sequence_end": True, "served_by": "m"}
+    outputs = outputs_by_name(header)
+    assert outputs["y"]["parameters"] == {"unit": "cm"} and outputs["y"]["data"] == [1, 2]
+    assert outputs["z"]["parameters"] == {"scale": 2, "binary_data_size": 8}
+    assert np.frombuffer(payload, "<i4").tolist() == [2, 4]
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        (oip_asgi.Result({"y": [1]}, parameters={"p": [1, 2]}), "response parameters with 'p': [1, 2]"),
+        (oip_asgi.Result({"y": [1]}, parameters=[1]), "response parameters of type list"),  # type: ignore[arg-type]
+        (
+            oip_asgi.Result({"y": [1]}, output_parameters={"q": {"a": 1}}),
+            "parameters for outputs it did not return: 'q'",
+        ),
+        (oip_asgi.Result({"y": [1]}, output_parameters={"y": {"binary_data_size": 1}}), "set binary_data_size"),
+        (oip_asgi.Result(None), "returned nothing (None)"),
+    ],
+    ids=["not-a-scalar", "not-a-mapping", "unknown-output", "reserved", "no-outputs"],
+)
+async def test_parameters_a_model_cannot_return_are_500s_naming_them(result: oip_asgi.Result, message: str) -> None:
+    model = Model(lambda x: result, outputs=[TensorSpec("y", "INT64", [-1])])
+    request = {"inputs": [{"name": "x", "shape": [1], "datatype": "INT32", "data": [1]}]}
+    async with client(mounted({"m": model})) as http:
+        response = await http.post("/v2/models/m/infer", json=request)
+    assert response.status_code == 500 and message in response.json()["error"], response.text
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
@@ -459,11 +567,11 @@ async def test_malformed_requests(body: bytes, message: str) -> None:
 
 
 async def test_bf16_without_ml_dtypes_is_a_clear_400(monkeypatch: pytest.MonkeyPatch) -> None:
-    from oip_asgi import _datatypes
-
-    monkeypatch.setattr(_datatypes, "_bfloat16", lambda: None)
+    """To a model that declares no inputs; one that declares BF16 is refused when it is built (test_app.py)."""
+    app = identity_app()
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # `import ml_dtypes` now fails
     request = {"inputs": [{"name": "x", "shape": [1], "datatype": "BF16", "parameters": {"binary_data_size": 2}}]}
     body, headers = binary_request(request, b"\x00\x00")
-    async with client(identity_app()) as http:
+    async with client(app) as http:
         response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
     assert response.status_code == 400 and "pip install 'oip-asgi[bf16]'" in response.json()["error"]

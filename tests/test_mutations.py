@@ -75,8 +75,8 @@ def valid_requests(draw: st.DrawFn) -> Built:
         outputs = []
         for name in draw(st.permutations(list(arrays))):
             flag = True if name in forced else draw(st.sampled_from([None, False, True]))
-            if flag is not None:
-                binary_out[name] = flag
+            # binary_data_output covers only the outputs the request does not list (Triton's reading).
+            binary_out[name] = bool(flag)
             outputs.append({"name": name} if flag is None else {"name": name, "parameters": {"binary_data": flag}})
         header["outputs"] = outputs
     return Built(header, parts, bool(parts) or draw(st.booleans()), arrays, binary_out)

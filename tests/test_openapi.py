@@ -238,4 +238,4 @@ async def test_a_model_name_with_a_newline_reaches_the_mounted_app() -> None:
     mount(host, {"m": abs}, path="/v2")
     async with client(host) as http:
         response = await http.get("/v2/models/a%0Ab/ready")
-    assert (response.status_code, response.json()) == (404, {"error": "unknown model 'a\nb'"})
+    assert (response.status_code, response.json()) == (404, {"error": "unknown model 'a\nb'; the models are m"})

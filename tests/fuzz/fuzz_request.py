@@ -106,7 +106,7 @@ def models() -> dict[str, Any]:
         inputs=[TensorSpec("A", "INT32", [-1, 4]), TensorSpec("B", "FP32", [-1, 4], optional=True)],
         outputs=[TensorSpec("A", "INT32", [-1, 4]), TensorSpec("B", "FP32", [-1, 4])],
     )
-    table["classes"] = identity("FP32", [-1, -1], labels=["cat", "dog", "bird"])
+    table["classes"] = identity("FP32", [-1, 4], labels=["cat", "dog", "bird", "fish"])
     table["fixed"] = identity("INT16", [2, 3])
     table["image"] = identity("UINT8", [-1, -1, 3])
     table["echo"] = _echo
@@ -426,13 +426,13 @@ def seeds() -> Iterator[tuple[str, bytes]]:
             "classes",
             js(
                 {
-                    "inputs": [tensor("INPUT0", "FP32", [2, 3], [[0.1, 0.7, 0.2], [3, 1, 2]])],
+                    "inputs": [tensor("INPUT0", "FP32", [2, 4], [[0.1, 0.7, 0.2, 0], [3, 1, 2, 4]])],
                     "outputs": [{"name": "OUTPUT0", "parameters": {"classification": 2}}],
                 }
             ),
         ),
     )
-    # A NaN score, and a fourth class that has no label.
+    # A NaN score, ranked last.
     scores = np.array([[0.5, np.nan, 2, 1]], "<f4").tobytes()
     classify = {"name": "OUTPUT0", "parameters": {"classification": 4, "binary_data": True}}
     classify_request = {"inputs": [tensor("INPUT0", "FP32", [1, 4], size=16)], "outputs": [classify]}
