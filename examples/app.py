@@ -6,6 +6,8 @@ Run it with ``uvicorn examples.app:app`` and try ``curl localhost:8000/v2``.
 from __future__ import annotations
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 
 import oip_asgi
 from examples.models import models
@@ -16,6 +18,12 @@ app = FastAPI(title="oip-asgi example")
 @app.get("/")
 def index() -> dict[str, str]:
     return {"message": "the Open Inference Protocol is served at /v2", "models": "/v2/models/{name}"}
+
+
+# FastAPI's /docs shows the host's own routes; the protocol's document is the mounted app's.
+@app.get("/docs/v2", include_in_schema=False)
+def protocol_docs() -> HTMLResponse:
+    return get_swagger_ui_html(openapi_url="/v2/openapi.json", title="Open Inference Protocol")
 
 
 oip_asgi.mount(app, models, path="/v2")

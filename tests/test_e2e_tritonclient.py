@@ -136,6 +136,14 @@ def test_fp16_binary(triton: httpclient.InferenceServerClient) -> None:
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), data)
 
 
+def test_the_protocol_has_a_swagger_ui_page_on_the_host(example_server: str) -> None:
+    page = httpx.get(f"http://{example_server}/docs/v2")
+    assert page.status_code == 200 and "'/v2/openapi.json'" in page.text and "swagger-ui" in page.text
+    document = httpx.get(f"http://{example_server}/v2/openapi.json").json()
+    assert document["servers"] == [{"url": "/v2"}]  # Swagger UI's "try it out" reaches the mount
+    assert "/models/{model_name}/infer" in document["paths"]
+
+
 def test_exact_prefix_and_host_route(example_server: str) -> None:
     response = httpx.get(f"http://{example_server}/v2", follow_redirects=False)
     assert response.status_code == 200 and response.json()["name"] == "oip-asgi"
