@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from typing import TYPE_CHECKING, TypedDict
@@ -82,6 +83,7 @@ class OIPApp:
         self.max_body_size = max_body_size
         self.max_json_size = min(max_json_size, max_body_size)
         self.expose_errors = expose_errors
+        self._loading: asyncio.Task[None] | None = None
         self._server_metadata = ServerMetadata(name=name, version=__version__, extensions=EXTENSIONS)
         self._openapi = OpenAPI(self._server_metadata, self.repository)
 
@@ -90,6 +92,16 @@ class OIPApp:
         async with anyio.create_task_group() as group:
             for model in self.repository.all():
                 group.start_soon(model.load)
+
+    def start_loading(self) -> None:
+        """Load every model in the background: readiness answers at once, false until they have loaded."""
+        loop = asyncio.get_running_loop()
+        if self._loading is None or self._loading.get_loop() is not loop:  # a task of a closed loop never ends
+            self._loading = loop.create_task(self.load())
+
+    @property
+    def ready(self) -> bool:
+        return all(model.ready for model in self.repository.all())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -123,9 +135,12 @@ class OIPApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                await self.load()
+                # The server binds its port once startup completes: loading goes on behind readiness.
+                self.start_loading()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self._loading is not None:
+                    self._loading.cancel()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -143,8 +158,9 @@ class OIPApp:
             await send_json(send, 200, {"live": True})
         elif path == "/health/ready":
             _allow(method, "GET")
-            await self.load()
-            ready = all(model.ready for model in self.repository.all())
+            ready = self.ready
+            if not ready:
+                self.start_loading()  # a probe never waits on a load: it answers, and loading goes on
             await send_json(send, 200 if ready else 400, {"ready": ready})
         elif match := _MODEL_PATH.fullmatch(path):
             name, version, action = match.group("name", "version", "action")
@@ -154,7 +170,8 @@ class OIPApp:
                 await self._infer(scope, receive, send, model)
             elif action == "/ready":
                 _allow(method, "GET")
-                await model.load()
+                if not model.ready:
+                    self.start_loading()
                 await send_json(send, 200 if model.ready else 400, {"name": name, "ready": model.ready})
             else:
                 _allow(method, "GET")

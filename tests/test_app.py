@@ -246,32 +246,70 @@ async def test_a_failed_load_is_reported_not_hidden() -> None:
     broken = Loadable(fail=True)
     app = host_with({"broken": Model(broken, load=broken.load), "fine": lambda **inputs: inputs})
     async with client(app) as http:
+        response = await http.post("/v2/models/broken/infer", json=infer_body([1]))
+        assert response.status_code == 503
+        assert "failed to load: OSError: weights.bin not found" in response.json()["error"]
         response = await http.get("/v2/models/broken/ready")
         assert response.status_code == 400 and response.json() == {"name": "broken", "ready": False}
         assert (await http.get("/v2/models/fine/ready")).status_code == 200
         response = await http.get("/v2/health/ready")
         assert response.status_code == 400 and response.json() == {"ready": False}
-        response = await http.post("/v2/models/broken/infer", json=infer_body([1]))
-        assert response.status_code == 503
-        assert "failed to load: OSError: weights.bin not found" in response.json()["error"]
     assert broken.loads == 1
 
 
-async def test_lifespan_loads_models_when_the_app_is_the_root_app() -> None:
-    model = Loadable()
-    app = oip_app({"m": Model(model, load=model.load)})
-    messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
-    sent: list[str] = []
+class Gated:
+    """A model whose load waits for the test to open the gate."""
 
-    async def receive() -> dict[str, Any]:
-        return next(messages)
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.loads = 0
+
+    async def load(self) -> None:
+        self.loads += 1
+        await self.gate.wait()
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+
+async def test_readiness_answers_at_once_and_is_false_until_models_have_loaded() -> None:
+    model = Gated()
+    app = host_with({"m": Model(model, load=model.load, inputs=INT_IN, outputs=INT_OUT), "plain": lambda **i: i})
+    async with client(app) as http:
+        for _ in range(3):  # a probe during a long load fails at once instead of hanging
+            assert (await http.get("/v2/health/ready")).status_code == 400
+            assert (await http.get("/v2/models/m/ready")).json() == {"name": "m", "ready": False}
+        assert (await http.get("/v2/models/plain/ready")).status_code == 200
+        assert (await http.get("/v2/health/live")).status_code == 200
+        inference = asyncio.ensure_future(http.post("/v2/models/m/infer", json=infer_body([7])))
+        await asyncio.sleep(0.01)
+        assert not inference.done()  # a request waits for the load rather than failing
+        model.gate.set()
+        assert (await inference).status_code == 200
+        assert (await http.get("/v2/health/ready")).status_code == 200
+    assert model.loads == 1
+
+
+async def test_lifespan_starts_loading_and_completes_startup_without_waiting_for_it() -> None:
+    model = Gated()
+    app = oip_app({"m": Model(model, load=model.load)})
+    messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    sent: asyncio.Queue[str] = asyncio.Queue()
 
     async def send(message: dict[str, Any]) -> None:
-        sent.append(message["type"])
+        await sent.put(message["type"])
 
-    await app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
-    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
-    assert model.loads == 1
+    lifespan = asyncio.ensure_future(app({"type": "lifespan", "asgi": {"version": "3.0"}}, messages.get, send))
+    await messages.put({"type": "lifespan.startup"})
+    assert await sent.get() == "lifespan.startup.complete"
+    await asyncio.sleep(0.01)
+    assert not app.ready and model.loads == 1  # loading, behind readiness
+    model.gate.set()
+    await asyncio.sleep(0.01)
+    assert app.ready
+    await messages.put({"type": "lifespan.shutdown"})
+    assert await sent.get() == "lifespan.shutdown.complete"
+    await lifespan
 
 
 async def test_concurrency_limit_answers_503_instead_of_queueing() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -141,6 +142,8 @@ async def test_lifespan_goes_to_the_oip_app_and_loads_models() -> None:
     sent: list[str] = []
 
     async def receive() -> dict[str, Any]:
+        while sent and not loads:  # startup completed; the models load in the background
+            await asyncio.sleep(0.01)
         return messages.pop(0)
 
     async def send(message: dict[str, Any]) -> None:
