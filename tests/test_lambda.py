@@ -471,8 +471,38 @@ def test_the_default_limit_fits_lambdas_event_and_one_byte_more_is_a_413(
     response = handler(source("POST", "/v2/models/identity_uint8/infer", body, headers), CONTEXT)
     assert response["statusCode"] == 413
     error = response_json(response)["error"]
-    for words in ["6 MB", "base64", "binary", "smaller"]:
+    for words in ["6 MB", "base64", "already binary", "split the batch", "S3"]:
         assert words in error
+    assert "send tensors in binary" not in error  # advice the request already follows
+
+
+@pytest.mark.parametrize("source", SOURCES.values(), ids=SOURCES.keys())
+def test_a_json_request_over_the_limit_is_told_to_go_binary(
+    handler: oip_asgi_lambda.OIPHandler, source: Callable[..., Event]
+) -> None:
+    count = oip_asgi_lambda.MAX_BODY_SIZE // 4
+    tensor = {"name": "INPUT0", "shape": [count], "datatype": "UINT8", "data": [255] * count}
+    body = json.dumps({"inputs": [tensor]}).encode()
+    assert len(body) > oip_asgi_lambda.MAX_BODY_SIZE
+
+    response = handler(source("POST", "/v2/models/identity_uint8/infer", body, TEXT), CONTEXT)
+
+    assert response["statusCode"] == 413
+    error = response_json(response)["error"]
+    for words in ["6 MB", "send tensors in binary", "3-4x smaller", "split the batch"]:
+        assert words in error
+    assert "already binary" not in error
+
+
+@pytest.mark.parametrize("name", ["Inference-Header-Content-Length", "INFERENCE-HEADER-CONTENT-LENGTH"])
+def test_binary_is_recognised_by_its_header_in_any_case(name: str) -> None:
+    handler = oip_asgi_lambda.handler({"identity_uint8": models["identity_uint8"]}, max_body_size=1000)
+    body, headers = _uint8_request(1001)
+    headers[name] = headers.pop("Inference-Header-Content-Length")
+    for source in [rest_event, http_api_event, alb_multi_value_event]:
+        response = handler(source("POST", "/v2/models/identity_uint8/infer", body, headers), CONTEXT)
+        assert response["statusCode"] == 413
+        assert "already binary" in response_json(response)["error"]
 
 
 def test_a_configured_limit_is_exact() -> None:

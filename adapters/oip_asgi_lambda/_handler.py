@@ -17,7 +17,7 @@ import msgspec
 from mangum import Mangum
 from mangum.handlers import ALB, HTTPGateway
 from mangum.protocols import HTTPCycle
-from mangum.types import LambdaContext, LambdaEvent, LambdaHandler, Response
+from mangum.types import LambdaContext, LambdaEvent, LambdaHandler, Response, Scope
 
 from oip_asgi import ModelsArgument, NotFound, OIPApp, OIPError, PayloadTooLarge
 from oip_asgi._app import AppOptions, as_oip_app
@@ -86,7 +86,7 @@ class OIPHandler(Mangum):
         try:
             scope["root_path"] = self._outer_path(source, scope["path"]) + self.prefix
             if len(body) > self.max_body_size:
-                raise PayloadTooLarge(_too_large(len(body), self.max_body_size))
+                raise PayloadTooLarge(_too_large(len(body), self.max_body_size, binary=_has_binary_tensors(scope)))
         except OIPError as error:
             response = _response(error)
         else:
@@ -146,12 +146,25 @@ def _event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def _too_large(size: int, limit: int) -> str:
-    return (
+def _has_binary_tensors(scope: Scope) -> bool:
+    return any(key.lower() == b"inference-header-content-length" for key, _ in scope["headers"])
+
+
+def _too_large(size: int, limit: int, *, binary: bool) -> str:
+    message = (
         f"the request body is {size} bytes ({size / 2**20:.1f} MiB), over this function's limit of {limit} bytes:"
         " AWS Lambda takes at most 6 MB per request, and a body travels in it base64-encoded (4/3 larger);"
-        " send tensors in binary (the binary tensor extension instead of JSON data) or split the batch into"
-        " smaller requests"
+    )
+    if binary:
+        # Binary already: only fewer tensors per request help, or a way around Lambda's payload.
+        return (
+            f"{message} the tensors are already binary, so split the batch into smaller requests"
+            " (tensors this large on their own are better served from a container, on ECS for example,"
+            " or read by the model from S3)"
+        )
+    return (
+        f"{message} send tensors in binary (the binary tensor extension: typically 3-4x smaller than JSON"
+        " numbers) or split the batch into smaller requests"
     )
 
 
