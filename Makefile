@@ -6,6 +6,11 @@ PYTHON ?= python3
 # for arm64, set LAMBDA_ARCH=aarch64 here and Architectures: [arm64] there.
 LAMBDA_PYTHON ?= 3.12
 LAMBDA_ARCH ?= x86_64
+# What the function runs besides oip-asgi: the module template.yaml's Handler names and whatever it
+# imports, as files or whole directories (paths from here, no trailing slash; kept as they are).
+LAMBDA_SOURCES ?= examples/__init__.py examples/models.py examples/lambda_handler.py
+# Your models' own dependencies, one requirement a line, installed with oip-asgi's when the file exists.
+LAMBDA_REQUIREMENTS ?= requirements-lambda.txt
 WHEELS := $(abspath .lambda-wheels)
 
 .PHONY: build-OIPFunction
@@ -15,7 +20,9 @@ build-OIPFunction:
 	$(PYTHON) -m pip install --target "$(ARTIFACTS_DIR)" --only-binary=:all: \
 		--implementation cp --python-version $(LAMBDA_PYTHON) \
 		--platform manylinux_2_28_$(LAMBDA_ARCH) --platform manylinux2014_$(LAMBDA_ARCH) \
-		"$$(ls "$(WHEELS)"/oip_asgi-*.whl)[lambda]"
+		"$$(ls "$(WHEELS)"/oip_asgi-*.whl)[lambda]" \
+		$(if $(wildcard $(LAMBDA_REQUIREMENTS)),--requirement "$(LAMBDA_REQUIREMENTS)")
 	rm -rf "$(WHEELS)"
-	mkdir -p "$(ARTIFACTS_DIR)/examples"
-	cp examples/__init__.py examples/models.py examples/lambda_handler.py "$(ARTIFACTS_DIR)/examples/"
+	for source in $(LAMBDA_SOURCES); do \
+		mkdir -p "$(ARTIFACTS_DIR)/$$(dirname "$$source")" && cp -R "$$source" "$(ARTIFACTS_DIR)/$$(dirname "$$source")/" || exit 1; \
+	done
