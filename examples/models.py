@@ -46,6 +46,11 @@ def square_root(X: np.ndarray) -> np.ndarray:
     return np.sqrt(X)
 
 
+def double_rows(X: np.ndarray) -> dict[str, np.ndarray]:
+    """Batched: one call serves many requests' rows; BATCH_ROWS tells how many rows that call held."""
+    return {"Y": X * 2, "BATCH_ROWS": np.full(len(X), len(X), dtype=np.int32)}
+
+
 ANIMALS = ["cat", "dog", "bird"]
 
 
@@ -68,6 +73,13 @@ models: dict[str, object] = {
         outputs=[TensorSpec("UPPER", "BYTES", [-1]), TensorSpec("LENGTH", "INT64", [-1])],
     ),
     "sqrt": Model(square_root, inputs=[TensorSpec("X", "FP32", [-1])], outputs=[TensorSpec("Y", "FP32", [-1])]),
+    "batched": Model(
+        double_rows,
+        inputs=[TensorSpec("X", "FP32", [-1, 4])],
+        outputs=[TensorSpec("Y", "FP32", [-1, 4]), TensorSpec("BATCH_ROWS", "INT32", [-1])],
+        max_batch_size=32,
+        max_batch_delay=0.005,
+    ),
     "animals": Model(
         animal_scores,
         inputs=[TensorSpec("FEATURES", "FP32", [-1, 4])],

@@ -16,7 +16,8 @@ from ._errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from ._models import Model, ModelsArgument, Predict, Result, TensorSpec
+from ._models import Model, ModelsArgument, Predict, TensorSpec
+from ._result import Result
 from ._version import __version__
 
 if _typing.TYPE_CHECKING:

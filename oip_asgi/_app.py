@@ -20,6 +20,7 @@ from ._responses import choose_encoding, inference_response, send_body, send_err
 from ._rest_request import read_request
 from ._schemas import ModelMetadata, ServerMetadata, TensorMetadata
 from ._version import __version__
+from ._workers import DEFAULT_MAX_THREADS, WorkerPool
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -65,6 +66,7 @@ class AppOptions(TypedDict, total=False):
     max_body_size: int
     max_json_size: int
     expose_errors: bool
+    max_threads: int
 
 
 class OIPApp:
@@ -78,8 +80,10 @@ class OIPApp:
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         max_json_size: int = DEFAULT_MAX_JSON_SIZE,
         expose_errors: bool = True,
+        max_threads: int = DEFAULT_MAX_THREADS,
     ) -> None:
-        self.repository = ModelRepository(models)
+        self.pool = WorkerPool(max_threads)  # the threads this app's sync models run on
+        self.repository = ModelRepository(models, self.pool)
         self.max_body_size = max_body_size
         self.max_json_size = min(max_json_size, max_body_size)
         self.expose_errors = expose_errors
@@ -141,6 +145,7 @@ class OIPApp:
             elif message["type"] == "lifespan.shutdown":
                 if self._loading is not None:
                     self._loading.cancel()
+                self.pool.shutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -220,6 +225,7 @@ def oip_app(models: ModelsArgument, **options: Unpack[AppOptions]) -> OIPApp:
 
     `models` maps each name to a `Model`, a bare callable, or a list of `Model` versions.
     `max_body_size` bounds a request body (after decompression); `max_json_size` bounds its JSON part.
+    Sync models run on at most `max_threads` worker threads (started on demand; 40 by default).
     `expose_errors=False` keeps the text of a model's own exceptions out of responses: the client gets
     an error id that matches the line in the ``oip_asgi`` log holding the message and traceback.
     """

@@ -127,5 +127,25 @@ def check_labels(labels: Any, outputs: Sequence[Any] | None) -> None:
             raise ValueError(f"output {spec.name!r} has {classes} classes but {len(names)} labels")
 
 
+def check_batching(
+    max_batch_size: Any, max_batch_delay: Any, inputs: Sequence[Any] | None, outputs: Sequence[Any] | None
+) -> None:
+    """A batched model declares every input and output with a variable first (batch) dimension."""
+    if max_batch_size is None:
+        return
+    if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 1:
+        raise ValueError(f"max_batch_size must be a whole number of rows, at least 1; got {max_batch_size!r}")
+    if isinstance(max_batch_delay, bool) or not isinstance(max_batch_delay, (int, float)) or max_batch_delay < 0:
+        raise ValueError(f"max_batch_delay is in seconds and at least 0; got {max_batch_delay!r}")
+    if inputs is None or outputs is None:
+        raise ValueError("a batched model (max_batch_size) declares its inputs and outputs, to know their batch axis")
+    fixed = [spec.name for spec in (*inputs, *outputs) if not spec.shape or spec.shape[0] != -1]
+    if fixed:
+        raise ValueError(
+            f"a batched model (max_batch_size) declares a variable first dimension (-1) on every input and "
+            f"output; {', '.join(map(repr, fixed))} do not"
+        )
+
+
 def _name(predict: Callable[..., Any]) -> str:
     return repr(getattr(predict, "__qualname__", None) or type(predict).__name__)

@@ -15,7 +15,8 @@ import numpy as np
 
 from ._classification import classify
 from ._errors import BadRequest, ModelError
-from ._models import Model, Result
+from ._models import Model
+from ._result import Result
 from ._tensors import output_array, shape_text
 
 DEFAULT_OUTPUT = "OUTPUT0"  # the name a single unnamed result gets when a model declares no outputs

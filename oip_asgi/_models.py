@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import logging
 import secrets
@@ -14,27 +13,25 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 import anyio.to_thread
 import numpy as np
 
-from ._declarations import check_labels, check_signature, checked_datatype, checked_shape, checked_specs
+from ._batching import Batcher
+from ._declarations import (
+    check_batching,
+    check_labels,
+    check_signature,
+    checked_datatype,
+    checked_shape,
+    checked_specs,
+)
 from ._errors import ModelError, ModelNotReady, NotFound, OIPError
+from ._result import Result
+from ._workers import Escaped, WorkerPool
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
 logger = logging.getLogger("oip_asgi")
 
-
-@dataclass(frozen=True)
-class Result:
-    """What a model returns when it also sets the response's parameters, or its outputs' parameters.
-
-    ``outputs`` is what the model would return on its own (a mapping of output name to array-like,
-    or one array-like); ``parameters`` go into the response's ``parameters``, ``output_parameters``
-    (output name to its parameters) into each output's. Parameter values are strings, numbers or booleans.
-    """
-
-    outputs: Any
-    parameters: Mapping[str, Any] | None = None
-    output_parameters: Mapping[str, Mapping[str, Any]] | None = None
+_DEFAULT_POOL = WorkerPool()  # for a model called outside an app; an app gives its models its own
 
 
 # What a model returns: output names to array-likes, one array-like, or either inside a `Result`.
@@ -84,6 +81,11 @@ class Model:
     at startup or at first use. ``max_concurrency`` bounds the requests in flight for this model;
     past it the model answers 503 instead of queueing without bound.
 
+    ``max_batch_size`` turns on adaptive batching: concurrent requests of the same kind are run as
+    one call, their rows concatenated along axis 0, once the batch holds ``max_batch_size`` rows or
+    ``max_batch_delay`` seconds after its first request. Every input and output then declares a
+    variable first dimension (-1), and the model returns one row of each output per input row.
+
     The model's name is the one it is served under: the repository binds it (a `Model` listed under
     two names is served as two).
     """
@@ -102,6 +104,8 @@ class Model:
         load: Callable[[], Any] | None = None,
         max_concurrency: int | None = None,
         properties: Mapping[str, str] | None = None,
+        max_batch_size: int | None = None,
+        max_batch_delay: float = 0.002,
     ) -> None:
         if not callable(predict):
             raise TypeError(f"a model must be callable, got {type(predict).__name__}")
@@ -112,6 +116,7 @@ class Model:
         self.outputs: tuple[TensorSpec, ...] | None = checked_specs(outputs, "outputs", TensorSpec)
         check_signature(predict, self.inputs)
         check_labels(labels, self.outputs)
+        check_batching(max_batch_size, max_batch_delay, self.inputs, self.outputs)
         self._input_specs = {spec.name: spec for spec in self.inputs or ()}
         self._output_specs = {spec.name: spec for spec in self.outputs or ()}
         self.labels = labels
@@ -126,14 +131,29 @@ class Model:
         self._load_lock: anyio.Lock | None = None
         self._is_async = _is_async(predict)
         self._takes_parameters = _takes_parameters(predict)
+        self.max_batch_size = max_batch_size
+        self.max_batch_delay = max_batch_delay
+        self.pool = _DEFAULT_POOL  # the app's, once the repository binds the model
+        self.batcher: Batcher | None = None
 
     def __repr__(self) -> str:
         return f"Model({self.predict!r}, version={self.version!r})"
 
-    def bound(self, name: str) -> Model:
+    def bound(self, name: str, pool: WorkerPool) -> Model:
         """This model served as `name`: itself, or a copy when it already serves under another name."""
         model = self if self.name in ("", name) else copy.copy(self)
         model.name = name
+        model.pool = pool
+        if model.max_batch_size is not None:
+            assert model.outputs is not None  # checked when built
+            model.batcher = Batcher(
+                name,
+                model.invoke,
+                max_batch_size=model.max_batch_size,
+                max_batch_delay=model.max_batch_delay,
+                keyed_by_parameters=model._takes_parameters,
+                single_output=model.outputs[0].name,
+            )
         return model
 
     @property
@@ -181,35 +201,52 @@ class Model:
         if self._load_error is not None:
             raise self._load_error
 
-    async def __call__(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any]) -> Outputs:
-        """The user's function on `inputs` (and `parameters`, if it takes them), run off the event loop."""
-        result: Any
+    async def __call__(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any]) -> Any:
+        """The user's function on `inputs` (and `parameters`, if it takes them), run off the event loop.
+
+        A batched model answers with this request's rows of its batch's result.
+        """
         if self.max_concurrency is not None and self.in_flight >= self.max_concurrency:
             raise ModelNotReady(
                 f"model '{self.name}' is busy: {self.max_concurrency} requests already in flight, retry later"
             )
-        kwargs = {**inputs, "parameters": parameters} if self._takes_parameters else inputs
         self.in_flight += 1
+        try:
+            if self.batcher is not None:
+                return await self.batcher.submit(inputs, parameters)
+            return await self.invoke(inputs, parameters)
+        finally:
+            self.in_flight -= 1
+
+    async def invoke(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any]) -> Any:
+        """One call of the user's function; what it raises, unless an `OIPError`, becomes a `ModelError`."""
+        kwargs = {**inputs, "parameters": parameters} if self._takes_parameters else inputs
+        result: Any
         try:
             if self._is_async:
                 result = await self.predict(**kwargs)  # type: ignore[misc]  # checked at construction
             else:
-                result = await anyio.to_thread.run_sync(functools.partial(self.predict, **kwargs))
+                result = await self.pool.run(self.predict, kwargs)
                 if inspect.isawaitable(result):
                     result = await result
         except OIPError:
             raise  # raised on purpose: the client gets its status and message
         except (Exception, SystemExit) as exc:  # a sys.exit() in a model (argparse, say) is its failure too
+            raised = exc.exception if isinstance(exc, Escaped) else exc
             # The client gets the message (unless the app hides it); the traceback is for whoever runs the server.
             error_id = _error_id()
-            logger.exception("model %r (version %s) raised (error id %s)", self.name, self.version, error_id)
+            logger.error(
+                "model %r (version %s) raised (error id %s)",
+                self.name,
+                self.version,
+                error_id,
+                exc_info=(type(raised), raised, raised.__traceback__),
+            )
             raise ModelError(
-                f"model '{self.name}' raised {type(exc).__name__}: {exc}",
+                f"model '{self.name}' raised {type(raised).__name__}: {raised}",
                 redacted=f"model '{self.name}' failed (error id {error_id}); the server log has the details",
-            ) from exc
-        finally:
-            self.in_flight -= 1
-        return result  # type: ignore[no-any-return]
+            ) from raised
+        return result
 
 
 def _error_id() -> str:
@@ -235,7 +272,7 @@ ModelsArgument = Mapping[str, Model | Callable[..., Any] | Sequence[Model]]
 class ModelRepository:
     """Models by name and version; the unversioned name means the newest version."""
 
-    def __init__(self, models: ModelsArgument) -> None:
+    def __init__(self, models: ModelsArgument, pool: WorkerPool) -> None:
         if not isinstance(models, Mapping):
             raise TypeError(
                 f"models must be a mapping of name to model, got {type(models).__name__}; "
@@ -250,7 +287,7 @@ class ModelRepository:
                 raise ValueError(f"model {name!r} has no versions")
             by_version: dict[str, Model] = {}
             for entry_model in versions:
-                model = (entry_model if isinstance(entry_model, Model) else Model(entry_model)).bound(name)
+                model = (entry_model if isinstance(entry_model, Model) else Model(entry_model)).bound(name, pool)
                 if model.version in by_version:
                     raise ValueError(f"model {name!r} lists version {model.version!r} twice")
                 by_version[model.version] = model

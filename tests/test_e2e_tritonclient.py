@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import numpy as np
 import pytest
@@ -126,6 +128,31 @@ def test_a_model_refusing_its_input_is_a_400_with_its_message(
     tensor = httpclient.InferInput("X", [3], "FP32")
     tensor.set_data_from_numpy(np.array([4.0, 9.0, 0.0], dtype=np.float32), binary_data=binary)
     np.testing.assert_array_equal(triton.infer("sqrt", [tensor]).as_numpy("Y"), [2.0, 3.0, 0.0])
+
+
+def test_64_concurrent_aio_requests_to_a_batched_model_each_get_their_own_rows(example_server: str) -> None:
+    aio = pytest.importorskip("tritonclient.http.aio")
+
+    async def main() -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        client = aio.InferenceServerClient(example_server, conn_limit=64)
+        try:
+
+            async def one(index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                rows = np.arange(4 * (1 + index % 2), dtype=np.float32).reshape(-1, 4) + index
+                tensor = aio.InferInput("X", list(rows.shape), "FP32")
+                tensor.set_data_from_numpy(rows, binary_data=index % 3 != 0)
+                result = await client.infer("batched", [tensor])
+                return rows, result.as_numpy("Y"), result.as_numpy("BATCH_ROWS")
+
+            return await asyncio.gather(*(one(index) for index in range(64)))
+        finally:
+            await client.close()
+
+    answers = asyncio.run(main())
+    for rows, doubled, batch_rows in answers:
+        np.testing.assert_array_equal(doubled, rows * 2)  # its own rows, whatever batch they rode in
+        assert len(set(batch_rows.tolist())) == 1 and rows.shape[0] <= batch_rows[0] <= 32
+    assert max(batch_rows[0] for _, _, batch_rows in answers) > 2  # requests did share calls
 
 
 def test_fp16_binary(triton: httpclient.InferenceServerClient) -> None:

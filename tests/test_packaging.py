@@ -58,9 +58,10 @@ def test_twine_check_strict_accepts_both(dists: tuple[Path, Path]) -> None:
 def test_sdist_holds_what_sam_build_needs(dists: tuple[Path, Path]) -> None:
     names = sdist_names(dists[0])
     makefile = (ROOT / "Makefile").read_text()
-    copied = [word for line in makefile.splitlines() if line.strip().startswith("cp ") for word in line.split()[1:]]
-    examples = [word for word in copied if word.startswith("examples/")]
-    assert examples, "no examples/ files found on the Makefile's cp line"
+    sources = re.search(r"^LAMBDA_SOURCES \?= (.*)$", makefile, re.MULTILINE)
+    assert sources is not None, "the Makefile names the files it copies in LAMBDA_SOURCES"
+    examples = sources[1].split()
+    assert examples and all(word.startswith("examples/") for word in examples)
     wanted = {"template.yaml", "Makefile", "pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", *examples}
     wanted |= {path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").iterdir()}
     wanted |= {f"adapters/{package}/__init__.py" for package in PACKAGES - {"oip_asgi"}}
