@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +38,7 @@ class Server:
     port: int
     pid: int
     log: Path  # everything the server wrote, stdout and stderr
+    process: subprocess.Popen[bytes]
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -52,12 +54,20 @@ def _answers(url: str) -> bool:
 
 @contextmanager
 def serving(
-    argv: list[str], port: int, *, ready_path: str = "/v2/health/ready", timeout: float = 30
+    argv: list[str],
+    port: int,
+    *,
+    ready_path: str = "/v2/health/ready",
+    timeout: float = 30,
+    env: dict[str, str] | None = None,
+    stop: signal.Signals = signal.SIGTERM,
+    stop_timeout: float = 10,
 ) -> Iterator[Server]:
     """Run `python argv` from the repository root until the block ends; it must listen on 127.0.0.1:`port`.
 
     The block starts once `ready_path` answers 200; a server that exits first, or takes longer than
-    `timeout` seconds, is a RuntimeError carrying its output.
+    `timeout` seconds, is a RuntimeError carrying its output. `env` adds to its environment; `stop`
+    is the signal that ends it, SIGKILL after `stop_timeout` seconds more.
     """
     with tempfile.TemporaryDirectory(prefix="oip-server-") as directory:
         log = Path(directory, "server.log")
@@ -66,7 +76,7 @@ def serving(
             process = subprocess.Popen(
                 [sys.executable, *argv],
                 cwd=ROOT,
-                env=child_env(),
+                env={**child_env(), **(env or {})},
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -80,11 +90,12 @@ def serving(
                     output = log.read_text(errors="replace")
                     raise RuntimeError(f"{argv} did not answer {url} within {timeout} s ({problem}):\n{output}")
                 time.sleep(0.05)
-            yield Server(f"{HOST}:{port}", port, process.pid, log)
+            yield Server(f"{HOST}:{port}", port, process.pid, log, process)
         finally:
-            process.terminate()
+            if process.poll() is None:
+                process.send_signal(stop)
             try:
-                process.wait(10)
+                process.wait(stop_timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)

@@ -1,0 +1,308 @@
+"""``oip-asgi serve MODULE:ATTR``: the protocol at ``/v2`` from uvicorn, in one process or several.
+
+Imported only to run the command (``oip_asgi`` itself never imports it): it brings in argparse, and
+serving brings in uvicorn. With ``--workers N`` uvicorn's own supervisor runs the processes; the
+parent never imports MODULE, each worker does (``worker_app``), so each loads its models once and
+the parent holds none.
+
+Exit status: 0 after a clean stop (SIGTERM or SIGINT; requests in flight finish first), 2 for a
+usage error, 3 when serving could not start: MODULE:ATTR cannot be served (the reason on one line of
+stderr, no traceback), the port is taken, a worker could not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from types import FrameType
+from typing import Any
+
+from starlette.types import Message, Receive, Scope, Send
+
+from ._app import OIPApp
+from ._errors import NotFound
+from ._models import Model
+from ._paths import is_under, route_path
+from ._responses import send_error
+from ._version import __version__
+
+PREFIX = "/v2"
+USAGE = 2
+STARTUP_FAILURE = 3  # uvicorn's own code for a server that did not start; its supervisor stops on it
+
+# What the parent hands its workers: they read it in `worker_app` and import MODULE:ATTR themselves.
+SETTINGS_ENV = "OIP_ASGI_SERVE_SETTINGS"
+
+
+class TargetError(Exception):
+    """MODULE:ATTR cannot be served; the message is the one line the user sees."""
+
+
+def load_target(target: str) -> OIPApp:
+    """The app for MODULE:ATTR: a models mapping, a `Model` (served under ATTR's name) or an `OIPApp`."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise TargetError(f"{target!r} is not MODULE:ATTR (for example mymodels:models)")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise TargetError(
+                f"no module named {exc.name!r} (run from the directory that holds it, or name it with --app-dir)"
+            ) from None
+        raise TargetError(f"importing {module_name} failed: {_described(exc)}") from None
+    except Exception as exc:
+        raise TargetError(f"importing {module_name} failed: {_described(exc)}") from None
+    value: Any = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise TargetError(f"module {module_name} has no attribute {attribute!r}") from None
+    try:
+        if isinstance(value, OIPApp):
+            return value
+        if isinstance(value, Model):
+            return OIPApp({attribute.rsplit(".", 1)[-1]: value})
+        if isinstance(value, Mapping):
+            return OIPApp(value)
+    except (TypeError, ValueError) as exc:
+        raise TargetError(f"{target}: {exc}") from None
+    kind = "a function" if callable(value) else f"a {type(value).__name__}"
+    raise TargetError(
+        f"{target} is {kind}, not a models mapping, a Model or an OIPApp"
+        + (" (wrap a bare callable: Model(function))" if callable(value) else "")
+    )
+
+
+def _described(exc: BaseException) -> str:
+    """The exception's type and message, and where it was raised (in the user's file, most likely)."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames and not isinstance(exc, SyntaxError):  # a SyntaxError's message names its file and line
+        text += f" ({frames[-1].filename}, line {frames[-1].lineno})"
+    return text
+
+
+class Served:
+    """`app` at /v2 of a whole server; with a gRPC address, the gRPC half starts and stops with it."""
+
+    def __init__(self, app: OIPApp, grpc_address: str | None = None) -> None:
+        self.app = app
+        self.grpc_address = grpc_address
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            return  # websockets are not part of the protocol
+        path = route_path(scope)
+        if is_under(path, PREFIX):
+            await self.app({**scope, "root_path": scope.get("root_path", "") + PREFIX}, receive, send)
+        else:
+            message = f"no such path {path!r}: this server serves the Open Inference Protocol at {PREFIX}"
+            await send_error(send, NotFound(message))
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.grpc_address is None:
+            await self.app(scope, receive, send)
+            return
+        address = self.grpc_address
+        async with AsyncExitStack() as grpc_server:
+
+            async def started(message: Message) -> None:
+                if message["type"] == "lifespan.startup.complete":
+                    grpc = importlib.import_module("oip_asgi.grpc")  # the grpc extra, checked before serving
+                    try:
+                        await grpc_server.enter_async_context(grpc.serving(self.app, address=address))
+                    except Exception as exc:
+                        failed = f"gRPC could not serve on {address}: {type(exc).__name__}: {exc}"
+                        await send({"type": "lifespan.startup.failed", "message": failed})
+                        return
+                await send(message)
+
+            async def stopping() -> Message:
+                message = await receive()
+                if message["type"] == "lifespan.shutdown":
+                    await grpc_server.aclose()  # before the app's own shutdown
+                return message
+
+            await self.app(scope, stopping, started)
+
+
+def worker_app() -> Served:
+    """uvicorn's app factory in each worker process: it imports MODULE:ATTR itself."""
+    settings = json.loads(os.environ[SETTINGS_ENV])
+    try:
+        app = load_target(settings["target"])
+    except TargetError as exc:
+        _error(str(exc))
+        sys.exit(STARTUP_FAILURE)  # uvicorn's supervisor stops the other workers, and does not restart
+    return Served(app, settings["grpc"])
+
+
+def _error(message: str) -> None:
+    print(f"oip-asgi: error: {message}", file=sys.stderr, flush=True)
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    # uvicorn drains on SIGTERM, then raises it again for the handler it found: ours ends the process
+    # with 0, the status Kubernetes expects from a clean stop, where the default handler would give -15.
+    raise SystemExit(0)
+
+
+def parser() -> argparse.ArgumentParser:
+    command = argparse.ArgumentParser(
+        prog="oip-asgi",
+        description="Serve models over the Open Inference Protocol (KServe V2 / Triton REST).",
+    )
+    command.add_argument("--version", action="version", version=f"oip-asgi {__version__}")
+    commands = command.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="serve MODULE:ATTR at /v2",
+        description=(
+            "Serve MODULE:ATTR over the Open Inference Protocol at /v2. ATTR is a mapping of model names "
+            "to models, a Model (served under ATTR's name) or an OIPApp. The port is bound at once and the "
+            "models load behind it: /v2/health/ready answers 400 until they have loaded, "
+            "/v2/health/live 200 all along. SIGTERM lets requests in flight finish, then exits 0."
+        ),
+        epilog=(
+            "exit status: 0 after a clean stop, 2 for a usage error, 3 when serving could not start "
+            "(MODULE:ATTR cannot be served, the port is taken, a worker could not start)"
+        ),
+    )
+    serve.add_argument("target", metavar="MODULE:ATTR", help="for example mymodels:models or mymodels:doubler")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="the address to bind (default: %(default)s; in a container: 0.0.0.0)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=8000, help="the HTTP port (default: %(default)s; KServe's convention is 8080)"
+    )
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="worker processes sharing the port, each loading the models once (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--grpc-port",
+        type=int,
+        metavar="PORT",
+        help="also serve the protocol's gRPC half on this port, from every worker (KServe's convention is 8081; "
+        "needs the grpc extra)",
+    )
+    serve.add_argument(
+        "--app-dir",
+        default=".",
+        metavar="DIR",
+        help="the directory MODULE is imported from, before the installed packages (default: the current one)",
+    )
+    serve.add_argument(
+        "--timeout-graceful-shutdown",
+        type=_positive,
+        metavar="SECONDS",
+        help="after SIGTERM, how long requests in flight may take before they are cut (default: no limit)",
+    )
+    serve.add_argument(
+        "--timeout-keep-alive",
+        type=_positive,
+        default=5,
+        metavar="SECONDS",
+        help="close an idle connection after this long; keep it above a load balancer's idle timeout "
+        "(default: %(default)s)",
+    )
+    serve.add_argument(
+        "--log-level",
+        choices=["critical", "error", "warning", "info", "debug", "trace"],
+        default="info",
+        help="uvicorn's log level (default: %(default)s)",
+    )
+    serve.add_argument("--no-access-log", action="store_true", help="do not log a line per request")
+    return command
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return serve(args)
+
+
+def serve(args: argparse.Namespace) -> int:
+    if ":" not in args.target:
+        _error(f"{args.target!r} is not MODULE:ATTR (for example mymodels:models)")
+        return USAGE
+    sys.path.insert(0, os.path.abspath(args.app_dir))  # as uvicorn's --app-dir; spawned workers inherit it
+    grpc_address = None
+    if args.grpc_port is not None:
+        try:
+            importlib.import_module("oip_asgi.grpc")
+        except ImportError as exc:
+            _error(
+                f"--grpc-port needs the gRPC half, which this installation lacks ({exc}): pip install 'oip-asgi[grpc]'"
+            )
+            return USAGE
+        grpc_address = f"{args.host}:{args.grpc_port}"
+    try:
+        import uvicorn
+    except ImportError:
+        _error("serving needs uvicorn: pip install 'oip-asgi[serve]'")
+        return USAGE
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "lifespan": "on",
+        "log_level": args.log_level,
+        "access_log": not args.no_access_log,
+        "timeout_graceful_shutdown": args.timeout_graceful_shutdown,
+        "timeout_keep_alive": args.timeout_keep_alive,
+    }
+    if args.workers > 1 and importlib.util.find_spec(args.target.partition(":")[0].partition(".")[0]) is None:
+        # Said once, here, rather than by every worker; looking a top-level name up imports nothing.
+        _error(
+            f"no module named {args.target.partition('.')[0].partition(':')[0]!r} "
+            "(run from the directory that holds it, or name it with --app-dir)"
+        )
+        return STARTUP_FAILURE
+    if args.workers == 1:
+        try:
+            app = load_target(args.target)
+        except TargetError as exc:
+            _error(str(exc))
+            return STARTUP_FAILURE
+        signal.signal(signal.SIGTERM, _stopped)
+        uvicorn.run(Served(app, grpc_address), **options)  # exits 3 itself when the server does not start
+        return 0
+    return _supervise(args, grpc_address, options)
+
+
+def _supervise(args: argparse.Namespace, grpc_address: str | None, options: dict[str, Any]) -> int:
+    """`--workers N`: uvicorn's supervisor, which restarts a worker that dies and stops on SIGTERM."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    os.environ[SETTINGS_ENV] = json.dumps({"target": args.target, "grpc": grpc_address})
+    config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=args.workers, **options)
+    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    supervisor.run()
+    # A worker that could not start (MODULE:ATTR broken, gRPC port taken) stops the supervisor, which
+    # then returns as after a clean stop: a crash must not exit 0.
+    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+        return STARTUP_FAILURE
+    return 0

@@ -1,0 +1,73 @@
+"""Models for the `oip-asgi serve` tests, which tell the test what happened through files.
+
+``OIP_TEST_EVENTS`` names a file each process appends lines to ("import <pid>", "load <pid>",
+"start <pid>"); ``OIP_TEST_GATE`` names a file whose existence lets the `gated` model finish loading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from oip_asgi import Model, TensorSpec
+
+
+def record(event: str) -> None:
+    if "OIP_TEST_EVENTS" in os.environ:
+        with open(os.environ["OIP_TEST_EVENTS"], "a") as events:
+            events.write(f"{event} {os.getpid()}\n")
+
+
+record("import")
+
+
+async def which_process(X: np.ndarray) -> np.ndarray:
+    # Holds its worker's event loop for a moment, on purpose: connections made meanwhile land on
+    # another worker, so concurrent requests reach them all.
+    time.sleep(0.2)
+    return np.array([os.getpid()], dtype=np.int64)
+
+
+async def slow(SECONDS: np.ndarray) -> np.ndarray:
+    record("start")
+    await asyncio.sleep(float(SECONDS[0]))
+    return SECONDS
+
+
+def load_counted() -> None:
+    record("load")
+
+
+async def load_at_the_gate() -> None:
+    gate = Path(os.environ["OIP_TEST_GATE"])
+    for _ in range(600):
+        if gate.exists():
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"{gate} never appeared")
+
+
+pid = Model(
+    which_process,
+    inputs=[TensorSpec("X", "INT64", [-1])],
+    outputs=[TensorSpec("PID", "INT64", [1])],
+    load=load_counted,
+)
+
+models = {
+    "pid": pid,
+    "slow": Model(slow, inputs=[TensorSpec("SECONDS", "FP32", [1])], outputs=[TensorSpec("SECONDS", "FP32", [1])]),
+}
+
+gated = {
+    "gated": Model(
+        lambda X: X,
+        inputs=[TensorSpec("X", "FP32", [-1])],
+        outputs=[TensorSpec("Y", "FP32", [-1])],
+        load=load_at_the_gate,
+    )
+}

@@ -1,0 +1,364 @@
+"""`oip-asgi serve`: options, errors in the user's module, and the command as real processes."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import numpy as np
+import pytest
+
+from oip_asgi import Model, OIPApp, oip_app
+from oip_asgi._cli import Served, load_target, parser
+
+from ._servers import HOST, ROOT, Server, child_env, free_port, serving, triton_round_trip
+
+pytest.importorskip("uvicorn")
+
+
+def command(*arguments: str) -> list[str]:
+    return ["-m", "oip_asgi", "serve", *arguments, "--host", HOST, "--log-level", "warning"]
+
+
+@contextlib.contextmanager
+def served(target: str, *options: str, events: Path | None = None, **kwargs: Any) -> Iterator[Server]:
+    port = free_port()
+    env = {"OIP_TEST_EVENTS": str(events)} if events else {}
+    with serving(
+        command(target, "--port", str(port), *options), port, env={**env, **kwargs.pop("env", {})}, **kwargs
+    ) as server:
+        yield server
+
+
+def run(*arguments: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oip_asgi", *arguments],
+        cwd=cwd,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def post(address: str, model: str, request: dict[str, Any], timeout: float = 10) -> dict[str, Any]:
+    http_request = urllib.request.Request(
+        f"http://{address}/v2/models/{model}/infer",
+        data=json.dumps(request).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(http_request, timeout=timeout) as response:
+        result: dict[str, Any] = json.load(response)
+        return result
+
+
+def status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def events(path: Path, kind: str) -> list[int]:
+    lines = path.read_text().split("\n") if path.exists() else []
+    return [int(line.split()[1]) for line in lines if line.startswith(kind + " ")]
+
+
+def wait_for(condition: Any, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+# The command's surface
+
+
+def test_the_console_script_runs_the_command() -> None:
+    (script,) = [
+        entry for entry in importlib.metadata.entry_points(group="console_scripts") if entry.name == "oip-asgi"
+    ]
+    assert script.value == "oip_asgi._cli:main"
+
+
+def test_help_documents_every_option() -> None:
+    help_text = run("serve", "--help").stdout
+    (subcommands,) = [action for action in parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    for action in subcommands.choices["serve"]._actions:
+        assert action.help, action.dest
+        for option in action.option_strings:
+            assert option in help_text
+    assert "MODULE:ATTR" in help_text and "8080" in help_text and "exit status" in help_text
+
+
+def test_importing_oip_asgi_does_not_import_the_command_or_uvicorn() -> None:
+    probe = "import sys, oip_asgi; print(sorted({'oip_asgi._cli', 'uvicorn', 'argparse'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], env=child_env(), capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+BROKEN = {
+    "no module": ("nosuch_module:models", "no module named 'nosuch_module'"),
+    "raises": ("raises:models", "importing raises failed: RuntimeError: no weights here ("),
+    "syntax": ("syntax:models", "importing syntax failed: SyntaxError:"),
+    "missing name": ("fine:modles", "module fine has no attribute 'modles'"),
+    "not a model": ("fine:NAMES", "fine:NAMES is a list, not a models mapping, a Model or an OIPApp"),
+    "a function": ("fine:double", "is a function, not a models mapping, a Model or an OIPApp (wrap a bare callable"),
+    "bad mapping": ("fine:bad", "model name 'a/b' must be a non-empty string with no '/'"),
+}
+
+
+@pytest.fixture
+def modules(tmp_path: Path) -> Path:
+    (tmp_path / "raises.py").write_text("models = {}\nraise RuntimeError('no weights here')\n")
+    (tmp_path / "syntax.py").write_text("models = {\n")
+    (tmp_path / "fine.py").write_text(
+        "NAMES = ['a']\ndef double(x):\n    return 2 * x\nbad = {'a/b': double}\nmodels = {'double': double}\n"
+    )
+    return tmp_path
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_broken_target_exits_3_with_one_line_and_no_traceback(modules: Path, case: str) -> None:
+    target, message = BROKEN[case]
+    result = run("serve", target, "--app-dir", str(modules))
+    assert result.returncode == 3
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("oip-asgi: error: ")
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("case", ["no module", "missing name"])
+def test_a_broken_target_stops_every_worker_and_exits_3(modules: Path, case: str) -> None:
+    target, message = BROKEN[case]
+    result = run("serve", target, "--app-dir", str(modules), "--workers", "2", "--port", str(free_port()))
+    assert result.returncode == 3
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    if case == "no module":  # found out in the parent, before any worker starts
+        assert (
+            result.stderr
+            == f"oip-asgi: error: {message} (run from the directory that holds it, or name it with --app-dir)\n"
+        )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["serve", "mymodels"], "'mymodels' is not MODULE:ATTR"),
+        (["serve", "m:a", "--workers", "0"], "must be at least 1"),
+        (["serve"], "the following arguments are required: MODULE:ATTR"),
+        ([], "the following arguments are required: COMMAND"),
+    ],
+)
+def test_usage_errors_exit_2(arguments: list[str], message: str) -> None:
+    result = run(*arguments)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_grpc_port_without_the_grpc_half_says_what_to_install() -> None:
+    try:
+        import oip_asgi.grpc  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("the gRPC half is installed: test_grpc_port_serves_grpc covers --grpc-port")
+    result = run("serve", "examples.models:models", "--grpc-port", str(free_port()))
+    assert result.returncode == 2
+    assert "--grpc-port needs the gRPC half" in result.stderr and "pip install 'oip-asgi[grpc]'" in result.stderr
+
+
+# Targets, in-process
+
+
+def test_a_model_is_served_under_its_attribute_name(modules: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (modules / "cli_target.py").write_text(
+        "from oip_asgi import Model, oip_app\ndoubler = Model(lambda x: 2 * x)\napp = oip_app({})\n"
+    )
+    monkeypatch.syspath_prepend(str(modules))
+    try:
+        assert load_target("cli_target:doubler").repository.names() == ["doubler"]
+        assert load_target("cli_target:app") is sys.modules["cli_target"].app
+    finally:
+        sys.modules.pop("cli_target", None)
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Any) -> AsyncIterator[list[dict[str, Any]]]:
+    """Startup before the block, shutdown after it; yields what the app sent."""
+    inbox = [{"type": "lifespan.startup"}]
+    sent: list[dict[str, Any]] = []
+    stop = anyio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if inbox:
+            return inbox.pop()
+        await stop.wait()
+        return {"type": "lifespan.shutdown"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(app, {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
+        with anyio.fail_after(5):
+            while not sent:
+                await anyio.sleep(0.01)
+        yield sent
+        stop.set()
+
+
+def fake_grpc(monkeypatch: pytest.MonkeyPatch, steps: list[str], fail: bool = False) -> None:
+    @contextlib.asynccontextmanager
+    async def serving(app: OIPApp, *, address: str) -> AsyncIterator[None]:
+        if fail:
+            raise OSError("address already in use")
+        steps.append(f"grpc up on {address}")
+        yield
+        steps.append("grpc down")
+
+    monkeypatch.setitem(sys.modules, "oip_asgi.grpc", types.SimpleNamespace(serving=serving))
+
+
+@pytest.mark.anyio
+async def test_grpc_starts_after_the_app_and_stops_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[str] = []
+    fake_grpc(monkeypatch, steps)
+    app = oip_app({"m": Model(lambda X: X, load=lambda: steps.append("loaded"))})
+    async with lifespan(Served(app, "127.0.0.1:8081")) as sent:
+        assert sent == [{"type": "lifespan.startup.complete"}]
+        assert steps[0] == "grpc up on 127.0.0.1:8081"
+        with anyio.fail_after(5):
+            while not app.ready:
+                await anyio.sleep(0.01)
+    assert steps == ["grpc up on 127.0.0.1:8081", "loaded", "grpc down"]
+    assert sent[-1] == {"type": "lifespan.shutdown.complete"}
+
+
+@pytest.mark.anyio
+async def test_grpc_that_cannot_serve_fails_startup(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_grpc(monkeypatch, [], fail=True)
+    async with lifespan(Served(oip_app({}), "127.0.0.1:8081")) as sent:
+        assert sent == [
+            {
+                "type": "lifespan.startup.failed",
+                "message": "gRPC could not serve on 127.0.0.1:8081: OSError: address already in use",
+            }
+        ]
+
+
+@pytest.mark.anyio
+async def test_served_answers_at_v2_only() -> None:
+    transport = httpx.ASGITransport(app=Served(oip_app({"echo": lambda **inputs: inputs})))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        assert (await client.get("/v2")).json()["name"] == "oip-asgi"
+        assert (await client.get("/v2/models/echo")).json()["name"] == "echo"
+        outside = await client.get("/v3/models/echo")
+        assert outside.status_code == 404
+        assert outside.json() == {
+            "error": "no such path '/v3/models/echo': this server serves the Open Inference Protocol at /v2"
+        }
+
+
+# The command as a real process
+
+
+def test_serves_tritonclient_with_binary_tensors_and_classification() -> None:
+    import tritonclient.http as httpclient
+
+    with served("examples.models:models") as server:
+        triton_round_trip(server.address)
+        client = httpclient.InferenceServerClient(server.address)
+        try:
+            features = httpclient.InferInput("FEATURES", [1, 4], "FP32")
+            features.set_data_from_numpy(np.array([[0, 1, 0, 0]], dtype=np.float32), binary_data=True)
+            scores = httpclient.InferRequestedOutput("SCORES", binary_data=False, class_count=1)
+            result = client.infer("animals", [features], outputs=[scores])
+            assert result.as_numpy("SCORES").tolist() == [["2.0:1:dog"]]
+        finally:
+            client.close()
+        assert status(f"http://{server.address}/") == 404
+
+
+def test_a_model_attribute_serves_that_one_model() -> None:
+    with served("tests.apps_cli:pid") as server:
+        assert status(f"http://{server.address}/v2/models/pid/ready") == 200
+        assert status(f"http://{server.address}/v2/models/slow") == 404
+
+
+def test_readiness_is_400_while_a_slow_load_runs(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    with served("tests.apps_cli:gated", ready_path="/v2/health/live", env={"OIP_TEST_GATE": str(gate)}) as server:
+        base = f"http://{server.address}/v2"
+        started = time.monotonic()
+        assert status(f"{base}/health/ready") == 400
+        assert status(f"{base}/models/gated/ready") == 400
+        assert time.monotonic() - started < 2  # answered, not held until the load ends
+        gate.touch()
+        wait_for(lambda: status(f"{base}/health/ready") == 200, timeout=10)
+        assert status(f"{base}/models/gated/ready") == 200
+
+
+def pids(address: str, count: int = 4) -> set[int]:
+    request = {"inputs": [{"name": "X", "datatype": "INT64", "shape": [1], "data": [0]}]}
+    with ThreadPoolExecutor(count) as pool:
+        results = list(pool.map(lambda _: post(address, "pid", request), range(count)))
+    return {result["outputs"][0]["data"][0] for result in results}
+
+
+def test_two_workers_each_load_once_serve_both_and_survive_a_kill(tmp_path: Path) -> None:
+    log = tmp_path / "events"
+    with served("tests.apps_cli:models", "--workers", "2", events=log, timeout=60) as server:
+        workers: set[int] = set()
+        deadline = time.monotonic() + 20
+        while len(workers) < 2 and time.monotonic() < deadline:
+            workers |= pids(server.address)
+        assert len(workers) == 2, workers
+        wait_for(lambda: len(events(log, "load")) == 2)
+        # The parent never imported the module; each worker imported it and loaded its model once.
+        assert server.pid not in workers
+        assert sorted(events(log, "import")) == sorted(workers)
+        assert sorted(events(log, "load")) == sorted(workers)
+
+        killed, survivor = sorted(workers)
+        os.kill(killed, signal.SIGKILL)
+        seen: set[int] = set()
+        deadline = time.monotonic() + 30
+        while not seen - workers and time.monotonic() < deadline:  # until the replacement answers
+            seen |= pids(server.address)  # every request succeeds meanwhile
+        replacement = seen - workers
+        assert len(replacement) == 1 and killed not in seen, seen
+        wait_for(lambda: sorted(events(log, "load")) == sorted({*workers, *replacement}))
+    assert server.process.returncode == 0
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_lets_a_slow_request_finish_then_exits_0(tmp_path: Path, workers: str) -> None:
+    log = tmp_path / "events"
+    with served("tests.apps_cli:models", "--workers", workers, events=log) as server:
+        request = {"inputs": [{"name": "SECONDS", "datatype": "FP32", "shape": [1], "data": [1.5]}]}
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(post, server.address, "slow", request)
+            wait_for(lambda: events(log, "start"))
+            os.kill(server.pid, signal.SIGTERM)
+            assert answer.result(timeout=10)["outputs"][0]["data"] == [1.5]
+        assert server.process.wait(10) == 0
+        assert "Traceback" not in server.output()
