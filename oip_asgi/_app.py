@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import anyio
 from starlette.types import Message, Receive, Scope, Send
@@ -19,6 +19,7 @@ from ._paths import route_path
 from ._responses import choose_encoding, inference_response, send_body, send_error, send_inference, send_json
 from ._rest_request import read_request
 from ._schemas import ModelMetadata, ServerMetadata, TensorMetadata
+from ._statistics import RequestTimes, now
 from ._version import __version__
 from ._workers import DEFAULT_MAX_THREADS, WorkerPool
 
@@ -27,11 +28,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("oip_asgi")
 
-EXTENSIONS = ["binary_tensor_data", "classification"]
+EXTENSIONS = ["binary_tensor_data", "classification", "statistics"]
 DEFAULT_MAX_BODY_SIZE = 128 * 2**20
 DEFAULT_MAX_JSON_SIZE = 32 * 2**20
 
-_MODEL_PATH = re.compile(r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?(?P<action>/ready|/infer)?/?")
+_MODEL_PATH = re.compile(r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?(?P<action>/ready|/infer|/stats)?/?")
 
 
 # The request headers inference reads; one pass over the scope's list collects them.
@@ -167,8 +168,15 @@ class OIPApp:
             if not ready:
                 self.start_loading()  # a probe never waits on a load: it answers, and loading goes on
             await send_json(send, 200 if ready else 400, {"ready": ready})
+        elif path == "/models/stats":  # every model's; as in Triton, a model named "stats" has no metadata URL
+            _allow(method, "GET")
+            await send_json(send, 200, self.statistics())
         elif match := _MODEL_PATH.fullmatch(path):
             name, version, action = match.group("name", "version", "action")
+            if action == "/stats":
+                _allow(method, "GET")
+                await send_json(send, 200, self.statistics(name, version))
+                return
             model = self.repository.get(name, version)
             if action == "/infer":
                 _allow(method, "POST")
@@ -184,6 +192,18 @@ class OIPApp:
         else:
             full = scope.get("root_path", "") + path
             raise NotFound(f"no such path {full!r}; see the Open Inference Protocol for the endpoints")
+
+    def statistics(self, name: str | None = None, version: str | None = None) -> dict[str, Any]:
+        """Triton's statistics response: every model's, a model's versions', or one version's."""
+        if name is None:
+            models = self.repository.all()
+        elif version is None:
+            models = [
+                self.repository.get(name, known) for known in self.repository.versions(self.repository.get(name).name)
+            ]
+        else:
+            models = [self.repository.get(name, version)]
+        return {"model_stats": [model.statistics.as_json(model.name, model.version) for model in models]}
 
     def _model_metadata(self, model: Model) -> ModelMetadata:
         def tensors(specs: tuple[TensorSpec, ...] | None) -> list[TensorMetadata]:
@@ -209,9 +229,20 @@ class OIPApp:
             content_encoding=headers.get(b"content-encoding"),
         )
         header_length = _length_header(headers, b"inference-header-content-length")
+        times = RequestTimes(now())
         request = await read_request(reader, header_length, model, max_header_size=self.max_json_size)
-        outputs, parameters = model_outputs(model, request, await model(request.inputs, request.parameters))
-        header, binary = inference_response(model, request, outputs, parameters)
+        times.decoded = now()
+        try:
+            result = await model(request.inputs, request.parameters, times)
+            returned = now()
+            outputs, parameters = model_outputs(model, request, result)
+            header, binary = inference_response(model, request, outputs, parameters)
+        except OIPError:
+            if times.called:  # the model ran, or was about to: its failure, counted once
+                model.statistics.failed(times, now())
+            raise
+        built = now()
+        model.statistics.succeeded(times, built - returned, built)
         await send_inference(send, header, binary, choose_encoding(headers.get(b"accept-encoding")))
 
 

@@ -20,8 +20,9 @@ import numpy as np
 
 from ._errors import BadRequest, ModelError
 from ._result import Result
+from ._statistics import CallTimes, ModelStatistics, RequestTimes, now
 
-Invoke = Callable[[Mapping[str, np.ndarray], Mapping[str, Any]], Awaitable[Any]]
+Invoke = Callable[[Mapping[str, np.ndarray], Mapping[str, Any], CallTimes], Awaitable[Any]]
 
 
 @dataclass(slots=True)
@@ -29,6 +30,8 @@ class _Member:
     inputs: Mapping[str, np.ndarray]
     rows: int
     future: asyncio.Future[Any]
+    times: RequestTimes | None
+    submitted: int
 
 
 @dataclass(slots=True)
@@ -50,6 +53,7 @@ class Batcher:
         max_batch_delay: float,
         keyed_by_parameters: bool,
         single_output: str,
+        statistics: ModelStatistics,
     ) -> None:
         self.name = name
         self.single_output = single_output  # the name of an output returned as a bare array
@@ -57,16 +61,23 @@ class Batcher:
         self.max_batch_delay = max_batch_delay
         self._invoke = invoke
         self._keyed_by_parameters = keyed_by_parameters
+        self._statistics = statistics
         self._open: dict[Any, _Batch] = {}
         self._running: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
         self.batches = 0  # model calls made, for the statistics and the tests
 
-    async def submit(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any]) -> Any:
+    async def submit(
+        self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any], times: RequestTimes | None
+    ) -> Any:
         """This request's share of its batch's result."""
         rows = _rows(self.name, inputs)
+        member = _Member(inputs, rows, asyncio.get_running_loop().create_future(), times, now())
+        if times is not None:
+            times.rows, times.batched = rows, True
         if rows == 0 or rows > self.max_batch_size:
             self.batches += 1
-            return await self._invoke(inputs, parameters)
+            await self._call([member], parameters)
+            return await member.future
         key = self._key(inputs, parameters)
         batch = self._open.get(key)
         if batch is not None and batch.rows + rows > self.max_batch_size:
@@ -75,7 +86,6 @@ class Batcher:
         if batch is None:
             batch = self._open[key] = _Batch(key, parameters)
             batch.timer = asyncio.get_running_loop().call_later(self.max_batch_delay, self._run, batch)
-        member = _Member(inputs, rows, asyncio.get_running_loop().create_future())
         batch.members.append(member)
         batch.rows += rows
         if batch.rows == self.max_batch_size:
@@ -101,19 +111,33 @@ class Batcher:
             task.add_done_callback(self._running.discard)
 
     async def _call(self, members: list[_Member], parameters: Mapping[str, Any]) -> None:
+        call = CallTimes()
+        rows = [member.rows for member in members]
+        started = now()
         try:
             if len(members) == 1:
                 inputs = members[0].inputs
             else:
                 inputs = {name: np.concatenate([m.inputs[name] for m in members]) for name in members[0].inputs}
-            result = await self._invoke(inputs, parameters)
-            shares = _split(self.name, self.single_output, result, [m.rows for m in members])
+            concatenated = now()
+            try:
+                result = await self._invoke(inputs, parameters, call)
+            finally:
+                returned = now()
+                if call.ended:
+                    self._statistics.executed(sum(rows), call.ended - call.started, concatenated - started)
+            shares = _split(self.name, self.single_output, result, rows)
         except Exception as exc:  # every member shares the batch's failure
             for member in members:
                 if not member.future.done():
                     member.future.set_exception(exc)
             return
+        split = now() - returned
+        self._statistics.batches[sum(rows)].compute_output.add(split)
         for member, share in zip(members, shares, strict=True):
+            if member.times is not None:
+                member.times.queue = call.started - member.submitted
+                member.times.infer = call.ended - call.started
             if not member.future.done():
                 member.future.set_result(share)
 

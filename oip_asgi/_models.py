@@ -24,6 +24,7 @@ from ._declarations import (
 )
 from ._errors import ModelError, ModelNotReady, NotFound, OIPError
 from ._result import Result
+from ._statistics import CallTimes, ModelStatistics, RequestTimes, now
 from ._workers import Escaped, WorkerPool
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ class Model:
         self.max_batch_delay = max_batch_delay
         self.pool = _DEFAULT_POOL  # the app's, once the repository binds the model
         self.batcher: Batcher | None = None
+        self.statistics = ModelStatistics()
 
     def __repr__(self) -> str:
         return f"Model({self.predict!r}, version={self.version!r})"
@@ -144,6 +146,7 @@ class Model:
         model = self if self.name in ("", name) else copy.copy(self)
         model.name = name
         model.pool = pool
+        model.statistics = ModelStatistics()
         if model.max_batch_size is not None:
             assert model.outputs is not None  # checked when built
             model.batcher = Batcher(
@@ -153,6 +156,7 @@ class Model:
                 max_batch_delay=model.max_batch_delay,
                 keyed_by_parameters=model._takes_parameters,
                 single_output=model.outputs[0].name,
+                statistics=model.statistics,
             )
         return model
 
@@ -201,32 +205,49 @@ class Model:
         if self._load_error is not None:
             raise self._load_error
 
-    async def __call__(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any]) -> Any:
+    async def __call__(
+        self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any], times: RequestTimes | None = None
+    ) -> Any:
         """The user's function on `inputs` (and `parameters`, if it takes them), run off the event loop.
 
-        A batched model answers with this request's rows of its batch's result.
+        A batched model answers with this request's rows of its batch's result. `times` gets the
+        request's queue and model-call durations, for the statistics.
         """
         if self.max_concurrency is not None and self.in_flight >= self.max_concurrency:
             raise ModelNotReady(
                 f"model '{self.name}' is busy: {self.max_concurrency} requests already in flight, retry later"
             )
+        if times is not None:
+            times.called = True
         self.in_flight += 1
         try:
             if self.batcher is not None:
-                return await self.batcher.submit(inputs, parameters)
-            return await self.invoke(inputs, parameters)
+                return await self.batcher.submit(inputs, parameters, times)
+            call = CallTimes()
+            submitted = now()
+            try:
+                return await self.invoke(inputs, parameters, call)
+            finally:
+                if call.ended:
+                    self.statistics.executed(1, call.ended - call.started)
+                    if times is not None:
+                        times.queue, times.infer = call.started - submitted, call.ended - call.started
         finally:
             self.in_flight -= 1
 
-    async def invoke(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any]) -> Any:
+    async def invoke(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any], call: CallTimes) -> Any:
         """One call of the user's function; what it raises, unless an `OIPError`, becomes a `ModelError`."""
         kwargs = {**inputs, "parameters": parameters} if self._takes_parameters else inputs
         result: Any
         try:
             if self._is_async:
-                result = await self.predict(**kwargs)  # type: ignore[misc]  # checked at construction
+                call.started = now()
+                try:
+                    result = await self.predict(**kwargs)  # type: ignore[misc]  # checked at construction
+                finally:
+                    call.ended = now()
             else:
-                result = await self.pool.run(self.predict, kwargs)
+                result = await self.pool.run(_timed, {"function": self.predict, "kwargs": kwargs, "call": call})
                 if inspect.isawaitable(result):
                     result = await result
         except OIPError:
@@ -247,6 +268,14 @@ class Model:
                 redacted=f"model '{self.name}' failed (error id {error_id}); the server log has the details",
             ) from raised
         return result
+
+
+def _timed(function: Callable[..., Any], kwargs: Mapping[str, Any], call: CallTimes) -> Any:
+    call.started = now()  # on the worker thread: the wait for it was the queue
+    try:
+        return function(**kwargs)
+    finally:
+        call.ended = now()
 
 
 def _error_id() -> str:

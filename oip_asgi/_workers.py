@@ -69,7 +69,7 @@ class WorkerPool:
                 self._idle -= 1  # that thread takes this job
             elif self._threads < self.max_threads:
                 self._threads += 1
-                threading.Thread(target=self._work, name="oip-asgi-model", daemon=True).start()
+                threading.Thread(target=self._work, args=(self._jobs,), name="oip-asgi-model", daemon=True).start()
             self._jobs.put((loop, future, contextvars.copy_context(), function, kwargs))
         return future
 
@@ -77,11 +77,12 @@ class WorkerPool:
         """Stop the threads once their jobs are done; the pool starts new ones if it is used again."""
         with self._lock:
             for _ in range(self._threads):
-                self._jobs.put(None)
+                self._jobs.put(None)  # after any jobs still waiting: those are done first
+            self._jobs = queue.SimpleQueue()
             self._threads = self._idle = 0
 
-    def _work(self) -> None:
-        jobs = self._jobs  # this thread's queue, even if a fork or shutdown replaces the pool's
+    def _work(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
+        # `jobs` is this thread's queue, even once shutdown has given the pool a new one.
         while True:
             job = jobs.get()
             if job is None:
@@ -93,17 +94,18 @@ class WorkerPool:
                 result, error = None, exc
             except BaseException as exc:  # SystemExit from argparse, say: the call's failure, not the thread's
                 result, error = None, Escaped(exc)
+            with self._lock:
+                # Idle before the caller hears back, so that its next call finds this thread. With a
+                # backlog it is counted early, which only keeps a pool at its limit from starting
+                # threads it may not start anyway. A thread of a queue that shutdown replaced is no
+                # longer the pool's: it drains its queue and ends.
+                if jobs is self._jobs:
+                    self._idle = min(self._idle + 1, self._threads)
             try:
                 loop.call_soon_threadsafe(_settle, future, result, error)
             except RuntimeError:  # the loop has closed: nobody is waiting
                 pass
             del job, future, result, error, function, kwargs  # hold nothing between jobs
-            with self._lock:
-                if jobs is not self._jobs:
-                    return
-                # Counted idle until a caller claims it; with a backlog it is counted early, which
-                # only keeps a pool at its limit from starting threads it may not start anyway.
-                self._idle = min(self._idle + 1, self._threads)
 
 
 def _reset_after_fork(pool: weakref.ref[WorkerPool]) -> None:

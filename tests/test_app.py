@@ -40,7 +40,7 @@ async def test_protocol_endpoints_at_v2() -> None:
         for path in ("/v2", "/v2/"):
             response = await http.get(path)
             assert response.status_code == 200
-            assert response.json()["extensions"] == ["binary_tensor_data", "classification"]
+            assert response.json()["extensions"] == ["binary_tensor_data", "classification", "statistics"]
         assert (await http.get("/v2/health/live")).json() == {"live": True}
         assert (await http.get("/v2/health/ready")).json() == {"ready": True}
         assert (await http.get("/v2/models/double/ready")).json() == {"name": "double", "ready": True}

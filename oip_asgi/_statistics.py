@@ -1,0 +1,131 @@
+"""Per-model statistics, counted as Triton counts them (its statistics extension), so habits carry over.
+
+What each duration covers (nanoseconds, one count per request unless said otherwise):
+
+- ``queue``: waiting for the model: for a worker thread (sync models) or for the batch to run.
+- ``compute_input``: reading the request and checking it into arrays (the body streams in meanwhile).
+- ``compute_infer``: the model call (a batch's call, for each request that rode in it).
+- ``compute_output``: casting, checking and encoding the outputs into the response.
+- ``success``: requests answered 200, from the first byte read to the response built.
+- ``fail``: requests the model (or its outputs) failed, each once, with its time until then.
+
+A request refused before the model runs (a bad datatype, shape or name; a model that is busy or not
+loaded) counts nowhere, not even in ``last_inference``. ``inference_count`` counts inferences: the
+rows of a batched model's requests, one per request otherwise; ``execution_count`` counts model calls,
+failed ones included; ``batch_stats`` has one entry per batch size executed (1 for an unbatched model).
+Every count changes on the event loop's thread, so concurrent requests never lose one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+now = time.perf_counter_ns
+
+
+@dataclass(slots=True)
+class Duration:
+    count: int = 0
+    ns: int = 0
+
+    def add(self, ns: int) -> None:
+        self.count += 1
+        self.ns += ns
+
+    def as_json(self) -> dict[str, int]:
+        return {"count": self.count, "ns": self.ns}
+
+
+@dataclass(slots=True)
+class CallTimes:
+    """When a model call started and ended (perf_counter_ns), as the thread or task that ran it saw."""
+
+    started: int = 0
+    ended: int = 0
+
+
+@dataclass(slots=True)
+class RequestTimes:
+    """One request's way through the core, for its model's statistics."""
+
+    start: int
+    decoded: int = 0
+    queue: int = 0
+    infer: int = 0
+    rows: int = 1
+    batched: bool = False
+    called: bool = False  # the model was called: a failure from here on is the model's
+
+
+@dataclass(slots=True)
+class _BatchSize:
+    compute_input: Duration = field(default_factory=Duration)
+    compute_infer: Duration = field(default_factory=Duration)
+    compute_output: Duration = field(default_factory=Duration)
+
+
+_STAGES = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
+
+
+class ModelStatistics:
+    __slots__ = ("last_inference", "inference_count", "execution_count", "stages", "batches")
+
+    def __init__(self) -> None:
+        self.last_inference = 0  # ms since the epoch
+        self.inference_count = 0
+        self.execution_count = 0
+        self.stages = {stage: Duration() for stage in _STAGES}  # cache_*: no response cache, always zero
+        self.batches: dict[int, _BatchSize] = {}
+
+    def executed(
+        self, batch_size: int, infer_ns: int, input_ns: int | None = None, output_ns: int | None = None
+    ) -> None:
+        """One model call of `batch_size` rows (1 for an unbatched model), failed or not."""
+        self.execution_count += 1
+        batch = self.batches.get(batch_size)
+        if batch is None:
+            batch = self.batches[batch_size] = _BatchSize()
+        batch.compute_infer.add(infer_ns)
+        if input_ns is not None:
+            batch.compute_input.add(input_ns)
+
+    def succeeded(self, times: RequestTimes, output_ns: int, end: int) -> None:
+        self.last_inference = time.time_ns() // 1_000_000
+        self.inference_count += times.rows
+        stages = self.stages
+        stages["success"].add(end - times.start)
+        stages["queue"].add(times.queue)
+        stages["compute_input"].add(times.decoded - times.start)
+        stages["compute_infer"].add(times.infer)
+        stages["compute_output"].add(output_ns)
+        if not times.batched:  # its own call's batch entry (size 1) takes its input and output times too
+            batch = self.batches.get(1)
+            if batch is not None:
+                batch.compute_input.add(times.decoded - times.start)
+                batch.compute_output.add(output_ns)
+
+    def failed(self, times: RequestTimes, end: int) -> None:
+        self.last_inference = time.time_ns() // 1_000_000
+        self.stages["fail"].add(end - times.start)
+
+    def as_json(self, name: str, version: str) -> dict[str, Any]:
+        """The model's entry in Triton's ``model_stats``."""
+        return {
+            "name": name,
+            "version": version,
+            "last_inference": self.last_inference,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "inference_stats": {stage: duration.as_json() for stage, duration in self.stages.items()},
+            "batch_stats": [
+                {
+                    "batch_size": size,
+                    "compute_input": batch.compute_input.as_json(),
+                    "compute_infer": batch.compute_infer.as_json(),
+                    "compute_output": batch.compute_output.as_json(),
+                }
+                for size, batch in sorted(self.batches.items())
+            ],
+        }
