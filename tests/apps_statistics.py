@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from starlette.applications import Starlette
 
 from oip_asgi import BadRequest, Model, TensorSpec, mount
