@@ -12,7 +12,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ._body import BodyReader
 from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, OIPError
-from ._inference import model_outputs
+from ._inference import DecodedRequest, model_outputs
 from ._models import Model, ModelRepository, ModelsArgument, TensorSpec
 from ._openapi import OpenAPI
 from ._paths import route_path
@@ -20,13 +20,16 @@ from ._responses import choose_encoding, inference_response, send_body, send_err
 from ._rest_request import read_request
 from ._schemas import ModelMetadata, ServerMetadata, TensorMetadata
 from ._statistics import RequestTimes, now
+from ._tracing import tracer
 from ._version import __version__
 from ._workers import DEFAULT_MAX_THREADS, WorkerPool
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
     from typing_extensions import Unpack
 
 logger = logging.getLogger("oip_asgi")
+access_logger = logging.getLogger("oip_asgi.access")
 
 EXTENSIONS = ["binary_tensor_data", "classification", "statistics"]
 DEFAULT_MAX_BODY_SIZE = 128 * 2**20
@@ -68,6 +71,9 @@ class AppOptions(TypedDict, total=False):
     max_json_size: int
     expose_errors: bool
     max_threads: int
+    metrics: bool | CollectorRegistry
+    tracing: bool
+    access_log: bool
 
 
 class OIPApp:
@@ -82,6 +88,9 @@ class OIPApp:
         max_json_size: int = DEFAULT_MAX_JSON_SIZE,
         expose_errors: bool = True,
         max_threads: int = DEFAULT_MAX_THREADS,
+        metrics: bool | CollectorRegistry = False,
+        tracing: bool = False,
+        access_log: bool = False,
     ) -> None:
         self.pool = WorkerPool(max_threads)  # the threads this app's sync models run on
         self.repository = ModelRepository(models, self.pool)
@@ -91,6 +100,13 @@ class OIPApp:
         self._loading: asyncio.Task[None] | None = None
         self._server_metadata = ServerMetadata(name=name, version=__version__, extensions=EXTENSIONS)
         self._openapi = OpenAPI(self._server_metadata, self.repository)
+        self._tracer = tracer() if tracing else None
+        self.access_log = access_log
+        if metrics is not False:
+            # prometheus_client is the `metrics` extra: imported only by the apps that ask for it.
+            from ._metrics import register
+
+            register(self.repository.all, metrics)
 
     async def load(self) -> None:
         """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
@@ -230,20 +246,63 @@ class OIPApp:
         )
         header_length = _length_header(headers, b"inference-header-content-length")
         times = RequestTimes(now())
-        request = await read_request(reader, header_length, model, max_header_size=self.max_json_size)
-        times.decoded = now()
+        status, size = 500, 0
         try:
-            result = await model(request.inputs, request.parameters, times)
-            returned = now()
-            outputs, parameters = model_outputs(model, request, result)
-            header, binary = inference_response(model, request, outputs, parameters)
-        except OIPError:
-            if times.called:  # the model ran, or was about to: its failure, counted once
-                model.statistics.failed(times, now())
+            request = await read_request(reader, header_length, model, max_header_size=self.max_json_size)
+            times.decoded = now()
+            try:
+                result = await self._call(model, request, times)
+                returned = now()
+                times.returned = True
+                outputs, parameters = model_outputs(model, request, result)
+                header, binary = inference_response(model, request, outputs, parameters)
+            except OIPError:
+                if times.called:  # the model ran, or was about to: its failure, counted once
+                    model.statistics.failed(times, now())
+                raise
+            built = now()
+            times.output = built - returned
+            model.statistics.succeeded(times, built)
+            size = len(header) + sum(map(len, binary))
+            await send_inference(send, header, binary, choose_encoding(headers.get(b"accept-encoding")))
+            status = 200
+        except OIPError as error:
+            status = error.status_code
             raise
-        built = now()
-        model.statistics.succeeded(times, built - returned, built)
-        await send_inference(send, header, binary, choose_encoding(headers.get(b"accept-encoding")))
+        except ClientDisconnected:
+            status = 499  # as nginx logs a client that left
+            raise
+        finally:
+            if self.access_log:
+                _log_access(model, status, reader.received, size, times)
+
+    async def _call(self, model: Model, request: DecodedRequest, times: RequestTimes) -> Any:
+        if self._tracer is None:
+            return await model(request.inputs, request.parameters, times)
+        attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
+        with self._tracer.start_as_current_span(f"oip.model {model.name}", attributes=attributes) as span:
+            result = await model(request.inputs, request.parameters, times)
+            span.set_attribute("oip.batch_size", times.batch_size)
+            return result
+
+
+def _log_access(model: Model, status: int, received: int, sent: int, times: RequestTimes) -> None:
+    """One line per inference, for deployments without metrics: durations in microseconds."""
+    input_us = (times.decoded - times.start) // 1000 if times.decoded else 0
+    access_logger.info(
+        "model=%s version=%s status=%d bytes_in=%d bytes_out=%d queue_us=%d compute_input_us=%d "
+        "compute_infer_us=%d compute_output_us=%d total_us=%d",
+        model.name,
+        model.version,
+        status,
+        received,
+        sent,
+        times.queue // 1000,
+        input_us,
+        times.infer // 1000,
+        times.output // 1000,
+        (now() - times.start) // 1000,
+    )
 
 
 def _allow(method: str, allowed: str) -> None:
@@ -257,6 +316,10 @@ def oip_app(models: ModelsArgument, **options: Unpack[AppOptions]) -> OIPApp:
     `models` maps each name to a `Model`, a bare callable, or a list of `Model` versions.
     `max_body_size` bounds a request body (after decompression); `max_json_size` bounds its JSON part.
     Sync models run on at most `max_threads` worker threads (started on demand; 40 by default).
+    `metrics=True` registers Triton-named Prometheus metrics of these models in prometheus_client's
+    default registry (or in the `CollectorRegistry` given); the host serves them where it wants.
+    `tracing=True` makes an OpenTelemetry span of each model call (model, version, batch size);
+    `access_log=True` logs a line per inference to the ``oip_asgi.access`` logger.
     `expose_errors=False` keeps the text of a model's own exceptions out of responses: the client gets
     an error id that matches the line in the ``oip_asgi`` log holding the message and traceback.
     """

@@ -138,6 +138,7 @@ class Batcher:
             if member.times is not None:
                 member.times.queue = call.started - member.submitted
                 member.times.infer = call.ended - call.started
+                member.times.batch_size = sum(rows)
             if not member.future.done():
                 member.future.set_result(share)
 

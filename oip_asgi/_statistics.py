@@ -54,9 +54,12 @@ class RequestTimes:
     decoded: int = 0
     queue: int = 0
     infer: int = 0
+    output: int = 0
     rows: int = 1
+    batch_size: int = 1  # the rows of the call it rode in
     batched: bool = False
     called: bool = False  # the model was called: a failure from here on is the model's
+    returned: bool = False  # and returned: a failure from here on is in its outputs
 
 
 @dataclass(slots=True)
@@ -70,12 +73,14 @@ _STAGES = ("success", "fail", "queue", "compute_input", "compute_infer", "comput
 
 
 class ModelStatistics:
-    __slots__ = ("last_inference", "inference_count", "execution_count", "stages", "batches")
+    __slots__ = ("last_inference", "inference_count", "execution_count", "stages", "batches", "failures")
 
     def __init__(self) -> None:
         self.last_inference = 0  # ms since the epoch
         self.inference_count = 0
         self.execution_count = 0
+        # Failures by Triton's metric reasons: the model's call (BACKEND), or its outputs after it (OTHER).
+        self.failures = {"REJECTED": 0, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}
         self.stages = {stage: Duration() for stage in _STAGES}  # cache_*: no response cache, always zero
         self.batches: dict[int, _BatchSize] = {}
 
@@ -91,7 +96,7 @@ class ModelStatistics:
         if input_ns is not None:
             batch.compute_input.add(input_ns)
 
-    def succeeded(self, times: RequestTimes, output_ns: int, end: int) -> None:
+    def succeeded(self, times: RequestTimes, end: int) -> None:
         self.last_inference = time.time_ns() // 1_000_000
         self.inference_count += times.rows
         stages = self.stages
@@ -99,16 +104,17 @@ class ModelStatistics:
         stages["queue"].add(times.queue)
         stages["compute_input"].add(times.decoded - times.start)
         stages["compute_infer"].add(times.infer)
-        stages["compute_output"].add(output_ns)
+        stages["compute_output"].add(times.output)
         if not times.batched:  # its own call's batch entry (size 1) takes its input and output times too
             batch = self.batches.get(1)
             if batch is not None:
                 batch.compute_input.add(times.decoded - times.start)
-                batch.compute_output.add(output_ns)
+                batch.compute_output.add(times.output)
 
     def failed(self, times: RequestTimes, end: int) -> None:
         self.last_inference = time.time_ns() // 1_000_000
         self.stages["fail"].add(end - times.start)
+        self.failures["OTHER" if times.returned else "BACKEND"] += 1
 
     def as_json(self, name: str, version: str) -> dict[str, Any]:
         """The model's entry in Triton's ``model_stats``."""
