@@ -21,7 +21,7 @@ _METRICS: list[tuple[str, str, Callable[[ModelStatistics], float]]] = [
     (
         "nv_inference_request_success",
         "Number of successful inference requests, all batch sizes",
-        lambda stats: stats.stages["success"].count,
+        lambda stats: stats.success.count,
     ),
     ("nv_inference_count", "Number of inferences performed (does not include cached requests)",
      lambda stats: stats.inference_count),
@@ -30,16 +30,16 @@ _METRICS: list[tuple[str, str, Callable[[ModelStatistics], float]]] = [
     (
         "nv_inference_request_duration_us",
         "Cumulative inference request duration in microseconds (includes cached requests)",
-        lambda stats: (stats.stages["success"].ns + stats.stages["fail"].ns) / 1000,
+        lambda stats: (stats.success.ns + stats.fail.ns) / 1000,
     ),
     ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds",
-     lambda stats: stats.stages["queue"].ns / 1000),
+     lambda stats: stats.queue.ns / 1000),
     ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds",
-     lambda stats: stats.stages["compute_input"].ns / 1000),
+     lambda stats: stats.compute_input.ns / 1000),
     ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds",
-     lambda stats: stats.stages["compute_infer"].ns / 1000),
+     lambda stats: stats.compute_infer.ns / 1000),
     ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds",
-     lambda stats: stats.stages["compute_output"].ns / 1000),
+     lambda stats: stats.compute_output.ns / 1000),
 ]  # fmt: skip
 
 

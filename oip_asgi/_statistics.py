@@ -73,21 +73,23 @@ _STAGES = ("success", "fail", "queue", "compute_input", "compute_infer", "comput
 
 
 class ModelStatistics:
-    __slots__ = ("last_inference", "inference_count", "execution_count", "stages", "batches", "failures")
+    # One attribute per stage, not a dict of them: the success path reads six on every request.
+    __slots__ = ("last_inference", "inference_count", "execution_count", "batches", "failures", *_STAGES)
 
     def __init__(self) -> None:
         self.last_inference = 0  # ms since the epoch
         self.inference_count = 0
         self.execution_count = 0
+        self.success, self.fail, self.queue = Duration(), Duration(), Duration()
+        self.compute_input, self.compute_infer, self.compute_output = Duration(), Duration(), Duration()
+        self.cache_hit, self.cache_miss = Duration(), Duration()  # no response cache: always zero
+        self.batches: dict[int, _BatchSize] = {}
         # Failures by Triton's metric reasons: the model's call (BACKEND), or its outputs after it (OTHER).
         self.failures = {"REJECTED": 0, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}
-        self.stages = {stage: Duration() for stage in _STAGES}  # cache_*: no response cache, always zero
-        self.batches: dict[int, _BatchSize] = {}
 
-    def executed(
-        self, batch_size: int, infer_ns: int, input_ns: int | None = None, output_ns: int | None = None
-    ) -> None:
-        """One model call of `batch_size` rows (1 for an unbatched model), failed or not."""
+    def executed(self, batch_size: int, infer_ns: int, input_ns: int | None = None) -> None:
+        """One model call of `batch_size` rows (1 for an unbatched model), failed or not; a batch's input
+        time is its concatenation (its split is added to its compute_output once it succeeds)."""
         self.execution_count += 1
         batch = self.batches.get(batch_size)
         if batch is None:
@@ -99,21 +101,21 @@ class ModelStatistics:
     def succeeded(self, times: RequestTimes, end: int) -> None:
         self.last_inference = time.time_ns() // 1_000_000
         self.inference_count += times.rows
-        stages = self.stages
-        stages["success"].add(end - times.start)
-        stages["queue"].add(times.queue)
-        stages["compute_input"].add(times.decoded - times.start)
-        stages["compute_infer"].add(times.infer)
-        stages["compute_output"].add(times.output)
+        decoding = times.decoded - times.start
+        self.success.add(end - times.start)
+        self.queue.add(times.queue)
+        self.compute_input.add(decoding)
+        self.compute_infer.add(times.infer)
+        self.compute_output.add(times.output)
         if not times.batched:  # its own call's batch entry (size 1) takes its input and output times too
             batch = self.batches.get(1)
             if batch is not None:
-                batch.compute_input.add(times.decoded - times.start)
+                batch.compute_input.add(decoding)
                 batch.compute_output.add(times.output)
 
     def failed(self, times: RequestTimes, end: int) -> None:
         self.last_inference = time.time_ns() // 1_000_000
-        self.stages["fail"].add(end - times.start)
+        self.fail.add(end - times.start)
         self.failures["OTHER" if times.returned else "BACKEND"] += 1
 
     def as_json(self, name: str, version: str) -> dict[str, Any]:
@@ -124,7 +126,7 @@ class ModelStatistics:
             "last_inference": self.last_inference,
             "inference_count": self.inference_count,
             "execution_count": self.execution_count,
-            "inference_stats": {stage: duration.as_json() for stage, duration in self.stages.items()},
+            "inference_stats": {stage: getattr(self, stage).as_json() for stage in _STAGES},
             "batch_stats": [
                 {
                     "batch_size": size,
