@@ -129,3 +129,22 @@ async def test_the_access_log_is_off_by_default_and_one_line_per_inference_when_
     assert first.startswith("model=m version=1 status=200 bytes_in=") and "compute_output_us=" in first
     assert second.startswith("model=m version=1 status=400 ")
     assert all(record.name == "oip_asgi.access" for record in caplog.records)
+
+
+def test_the_flask_metrics_recipe_serves_the_counts_beside_the_protocol() -> None:
+    flask = pytest.importorskip("flask")
+    from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+    import oip_asgi
+    from oip_asgi_flask import OIP
+
+    registry = CollectorRegistry()
+    app = flask.Flask(__name__)
+    OIP(app, models=oip_asgi.oip_app({"m": Model(lambda x: x, **SPECS)}, metrics=registry))
+    app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
+        app.wsgi_app, {"/metrics": __import__("prometheus_client").make_wsgi_app(registry)}
+    )
+    http = app.test_client()
+    assert http.post("/v2/models/m/infer", json=REQUEST).status_code == 200
+    text = http.get("/metrics").get_data(as_text=True)
+    assert samples(text)[("nv_inference_request_success", (("model", "m"), ("version", "1")))] == 1
