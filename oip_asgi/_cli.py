@@ -13,17 +13,21 @@ stderr, no traceback), the port is taken, a worker could not start.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import importlib.util
 import json
+import logging
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import FrameType
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from starlette.types import Message, Receive, Scope, Send
 
@@ -33,6 +37,8 @@ from ._models import Model
 from ._paths import is_under, route_path
 from ._responses import send_error
 from ._version import __version__
+
+logger = logging.getLogger("uvicorn.error")  # the server's own log, where uvicorn says where it listens
 
 PREFIX = "/v2"
 USAGE = 2
@@ -46,8 +52,11 @@ class TargetError(Exception):
     """MODULE:ATTR cannot be served; the message is the one line the user sees."""
 
 
-def load_target(target: str) -> OIPApp:
-    """The app for MODULE:ATTR: a models mapping, a `Model` (served under ATTR's name) or an `OIPApp`."""
+def load_target(target: str, *, metrics: bool = False) -> OIPApp:
+    """The app for MODULE:ATTR: a models mapping, a `Model` (served under ATTR's name) or an `OIPApp`.
+
+    `metrics` registers the models' Prometheus metrics, unless ATTR is an app: it chose when built.
+    """
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise TargetError(f"{target!r} is not MODULE:ATTR (for example mymodels:models)")
@@ -71,9 +80,9 @@ def load_target(target: str) -> OIPApp:
         if isinstance(value, OIPApp):
             return value
         if isinstance(value, Model):
-            return OIPApp({attribute.rsplit(".", 1)[-1]: value})
+            return OIPApp({attribute.rsplit(".", 1)[-1]: value}, metrics=metrics)
         if isinstance(value, Mapping):
-            return OIPApp(value)
+            return OIPApp(value, metrics=metrics)
     except (TypeError, ValueError) as exc:
         raise TargetError(f"{target}: {exc}") from None
     kind = "a function" if callable(value) else f"a {type(value).__name__}"
@@ -93,11 +102,18 @@ def _described(exc: BaseException) -> str:
 
 
 class Served:
-    """`app` at /v2 of a whole server; with a gRPC address, the gRPC half starts and stops with it."""
+    """`app` at /v2 of a whole server, and what starts and stops with it: gRPC, a metrics port.
 
-    def __init__(self, app: OIPApp, grpc_address: str | None = None) -> None:
+    `metrics` is (host, first port, ports to try): a worker takes the first port of the range it
+    can bind, so N workers started on one range each get their own.
+    """
+
+    def __init__(
+        self, app: OIPApp, *, grpc_address: str | None = None, metrics: tuple[str, int, int] | None = None
+    ) -> None:
         self.app = app
         self.grpc_address = grpc_address
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -113,41 +129,75 @@ class Served:
             await send_error(send, NotFound(message))
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.grpc_address is None:
+        if self.grpc_address is None and self.metrics is None:
             await self.app(scope, receive, send)
             return
-        address = self.grpc_address
-        async with AsyncExitStack() as grpc_server:
+        async with AsyncExitStack() as companions:
 
             async def started(message: Message) -> None:
                 if message["type"] == "lifespan.startup.complete":
-                    grpc = importlib.import_module("oip_asgi.grpc")  # the grpc extra, checked before serving
                     try:
-                        await grpc_server.enter_async_context(grpc.serving(self.app, address=address))
+                        await self._start(companions)
                     except Exception as exc:
-                        failed = f"gRPC could not serve on {address}: {type(exc).__name__}: {exc}"
-                        await send({"type": "lifespan.startup.failed", "message": failed})
+                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
                         return
                 await send(message)
 
             async def stopping() -> Message:
                 message = await receive()
                 if message["type"] == "lifespan.shutdown":
-                    await grpc_server.aclose()  # before the app's own shutdown
+                    await companions.aclose()  # before the app's own shutdown
                 return message
 
             await self.app(scope, stopping, started)
+
+    async def _start(self, companions: AsyncExitStack) -> None:
+        if self.grpc_address is not None:
+            grpc = importlib.import_module("oip_asgi.grpc")  # the grpc extra, checked before serving
+            try:
+                await companions.enter_async_context(grpc.serving(self.app, address=self.grpc_address))
+            except Exception as exc:
+                raise RuntimeError(f"gRPC could not serve on {self.grpc_address}: {type(exc).__name__}: {exc}") from exc
+        if self.metrics is not None:
+            server = _metrics_server(*self.metrics)
+            companions.callback(server.server_close)
+            companions.callback(server.shutdown)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a line per scrape would drown the server's log
+
+
+def _metrics_server(host: str, first: int, count: int) -> WSGIServer:
+    """prometheus_client's default registry on the first port from `first` that is free, from a thread."""
+    from prometheus_client import REGISTRY, make_wsgi_app
+    from prometheus_client.exposition import ThreadingWSGIServer
+
+    for port in range(first, first + count):
+        try:
+            server = make_server(host, port, make_wsgi_app(REGISTRY), ThreadingWSGIServer, _QuietHandler)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                continue  # another worker's
+            raise RuntimeError(f"metrics could not serve on {host}:{port}: {exc}") from exc
+        threading.Thread(target=server.serve_forever, name="oip-asgi-metrics", daemon=True).start()
+        logger.info("Prometheus metrics of process %d at http://%s:%d/metrics", os.getpid(), host, port)
+        return server
+    last = f" to {first + count - 1}" if count > 1 else ""
+    raise RuntimeError(f"metrics could not serve: port {first}{last} taken")
 
 
 def worker_app() -> Served:
     """uvicorn's app factory in each worker process: it imports MODULE:ATTR itself."""
     settings = json.loads(os.environ[SETTINGS_ENV])
     try:
-        app = load_target(settings["target"])
+        app = load_target(settings["target"], metrics=settings["metrics"] is not None)
     except TargetError as exc:
         _error(str(exc))
         sys.exit(STARTUP_FAILURE)  # uvicorn's supervisor stops the other workers, and does not restart
-    return Served(app, settings["grpc"])
+    metrics = settings["metrics"]
+    return Served(app, grpc_address=settings["grpc"], metrics=tuple(metrics) if metrics else None)
 
 
 def _error(message: str) -> None:
@@ -203,6 +253,14 @@ def parser() -> argparse.ArgumentParser:
         "needs the grpc extra)",
     )
     serve.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="also serve Prometheus metrics (Triton's names) at http://HOST:PORT/metrics; with --workers N, "
+        "each worker takes the first free port from PORT to PORT+N-1 and reports its own requests "
+        "(needs the metrics extra)",
+    )
+    serve.add_argument(
         "--app-dir",
         default=".",
         metavar="DIR",
@@ -249,7 +307,7 @@ def serve(args: argparse.Namespace) -> int:
         _error(f"{args.target!r} is not MODULE:ATTR (for example mymodels:models)")
         return USAGE
     sys.path.insert(0, os.path.abspath(args.app_dir))  # as uvicorn's --app-dir; spawned workers inherit it
-    grpc_address = None
+    grpc_address = metrics = None
     if args.grpc_port is not None:
         try:
             importlib.import_module("oip_asgi.grpc")
@@ -259,6 +317,13 @@ def serve(args: argparse.Namespace) -> int:
             )
             return USAGE
         grpc_address = f"{args.host}:{args.grpc_port}"
+    if args.metrics_port is not None:
+        try:
+            importlib.import_module("prometheus_client")
+        except ImportError:
+            _error("--metrics-port needs prometheus_client: pip install 'oip-asgi[metrics]'")
+            return USAGE
+        metrics = (args.host, args.metrics_port, args.workers)
     try:
         import uvicorn
     except ImportError:
@@ -273,32 +338,31 @@ def serve(args: argparse.Namespace) -> int:
         "timeout_graceful_shutdown": args.timeout_graceful_shutdown,
         "timeout_keep_alive": args.timeout_keep_alive,
     }
-    if args.workers > 1 and importlib.util.find_spec(args.target.partition(":")[0].partition(".")[0]) is None:
-        # Said once, here, rather than by every worker; looking a top-level name up imports nothing.
-        _error(
-            f"no module named {args.target.partition('.')[0].partition(':')[0]!r} "
-            "(run from the directory that holds it, or name it with --app-dir)"
-        )
-        return STARTUP_FAILURE
-    if args.workers == 1:
-        try:
-            app = load_target(args.target)
-        except TargetError as exc:
-            _error(str(exc))
+    if args.workers > 1:
+        top = args.target.partition(":")[0].partition(".")[0]
+        if importlib.util.find_spec(top) is None:
+            # Said once, here, rather than by every worker; looking a top-level name up imports nothing.
+            _error(f"no module named {top!r} (run from the directory that holds it, or name it with --app-dir)")
             return STARTUP_FAILURE
-        signal.signal(signal.SIGTERM, _stopped)
-        uvicorn.run(Served(app, grpc_address), **options)  # exits 3 itself when the server does not start
-        return 0
-    return _supervise(args, grpc_address, options)
+        return _supervise(args.workers, {"target": args.target, "grpc": grpc_address, "metrics": metrics}, options)
+    try:
+        app = load_target(args.target, metrics=metrics is not None)
+    except TargetError as exc:
+        _error(str(exc))
+        return STARTUP_FAILURE
+    signal.signal(signal.SIGTERM, _stopped)
+    # uvicorn.run exits 3 itself when the server does not start.
+    uvicorn.run(Served(app, grpc_address=grpc_address, metrics=metrics), **options)
+    return 0
 
 
-def _supervise(args: argparse.Namespace, grpc_address: str | None, options: dict[str, Any]) -> int:
+def _supervise(workers: int, settings: dict[str, Any], options: dict[str, Any]) -> int:
     """`--workers N`: uvicorn's supervisor, which restarts a worker that dies and stops on SIGTERM."""
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    os.environ[SETTINGS_ENV] = json.dumps({"target": args.target, "grpc": grpc_address})
-    config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=args.workers, **options)
+    os.environ[SETTINGS_ENV] = json.dumps(settings)
+    config = uvicorn.Config(f"{__name__}:worker_app", factory=True, workers=workers, **options)
     supervisor = Multiprocess(config, sockets=[config.bind_socket()])
     supervisor.run()
     # A worker that could not start (MODULE:ATTR broken, gRPC port taken) stops the supervisor, which

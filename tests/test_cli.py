@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from oip_asgi import Model, OIPApp, oip_app
-from oip_asgi._cli import Served, load_target, parser
+from oip_asgi._cli import Served, load_target, main, parser
 
 from ._servers import HOST, ROOT, Server, child_env, free_port, serving, triton_round_trip
 
@@ -174,16 +174,24 @@ def test_usage_errors_exit_2(arguments: list[str], message: str) -> None:
     assert message in result.stderr
 
 
-def test_grpc_port_without_the_grpc_half_says_what_to_install() -> None:
-    try:
-        import oip_asgi.grpc  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("the gRPC half is installed: test_grpc_port_serves_grpc covers --grpc-port")
-    result = run("serve", "examples.models:models", "--grpc-port", str(free_port()))
-    assert result.returncode == 2
-    assert "--grpc-port needs the gRPC half" in result.stderr and "pip install 'oip-asgi[grpc]'" in result.stderr
+@pytest.mark.parametrize(
+    ("option", "module", "message"),
+    [
+        ("--grpc-port", "oip_asgi.grpc", "--grpc-port needs the gRPC half, which this installation lacks"),
+        (
+            "--metrics-port",
+            "prometheus_client",
+            "--metrics-port needs prometheus_client: pip install 'oip-asgi[metrics]'",
+        ),
+    ],
+)
+def test_an_option_without_its_extra_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], option: str, module: str, message: str
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # as if not installed: importing it raises ImportError
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the command adds --app-dir to it
+    assert main(["serve", "examples.models:models", option, "8081"]) == 2
+    assert message in capsys.readouterr().err
 
 
 # Targets, in-process
@@ -243,7 +251,7 @@ async def test_grpc_starts_after_the_app_and_stops_before_it(monkeypatch: pytest
     steps: list[str] = []
     fake_grpc(monkeypatch, steps)
     app = oip_app({"m": Model(lambda X: X, load=lambda: steps.append("loaded"))})
-    async with lifespan(Served(app, "127.0.0.1:8081")) as sent:
+    async with lifespan(Served(app, grpc_address="127.0.0.1:8081")) as sent:
         assert sent == [{"type": "lifespan.startup.complete"}]
         assert steps[0] == "grpc up on 127.0.0.1:8081"
         with anyio.fail_after(5):
@@ -256,7 +264,7 @@ async def test_grpc_starts_after_the_app_and_stops_before_it(monkeypatch: pytest
 @pytest.mark.anyio
 async def test_grpc_that_cannot_serve_fails_startup(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_grpc(monkeypatch, [], fail=True)
-    async with lifespan(Served(oip_app({}), "127.0.0.1:8081")) as sent:
+    async with lifespan(Served(oip_app({}), grpc_address="127.0.0.1:8081")) as sent:
         assert sent == [
             {
                 "type": "lifespan.startup.failed",
@@ -362,3 +370,37 @@ def test_sigterm_lets_a_slow_request_finish_then_exits_0(tmp_path: Path, workers
             assert answer.result(timeout=10)["outputs"][0]["data"] == [1.5]
         assert server.process.wait(10) == 0
         assert "Traceback" not in server.output()
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The Triton-named samples at http://127.0.0.1:`port`/metrics, by their full text before the value."""
+    with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("nv_")
+    }
+
+
+SUCCESS = 'nv_inference_request_success{model="pid",version="1"}'
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_metrics_port_serves_each_workers_own_figures(workers: int) -> None:
+    pytest.importorskip("prometheus_client")
+    first = free_port()
+    while any(status_of_port(first + n) for n in range(workers)):  # every port of the range free
+        first = free_port()
+    with served("tests.apps_cli:pid", "--workers", str(workers), "--metrics-port", str(first)) as server:
+        for _ in range(3):
+            pids(server.address, count=2)
+        ports = range(first, first + workers)
+        wait_for(lambda: all(SUCCESS in scrape(port) for port in ports))
+        # Each port is one worker's: their sum is every request served.
+        assert sum(scrape(port)[SUCCESS] for port in ports) == 6
+
+
+def status_of_port(port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        return probe.connect_ex((HOST, port)) == 0
