@@ -1,0 +1,173 @@
+"""Dockerfile and deploy/kserve/: manifests valid for KServe and Kubernetes, offline, and in step with the image.
+
+No image is built here (no Docker engine, no base image to pull): the image's own command runs
+instead, on the same module laid out as the image lays it out.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+jsonschema = pytest.importorskip("jsonschema")
+kubernetes_validate = pytest.importorskip("kubernetes_validate")
+
+from oip_asgi import __version__  # noqa: E402
+from oip_asgi._cli import parser  # noqa: E402
+
+from ._servers import HOST, ROOT, free_port, serving, triton_round_trip  # noqa: E402
+
+KSERVE = ROOT / "deploy" / "kserve"
+SCHEMAS = Path(__file__).parent / "schemas" / "kserve"
+SCHEMA_FILES = {
+    ("serving.kserve.io/v1alpha1", "ServingRuntime"): "servingruntime_v1alpha1.json",
+    ("serving.kserve.io/v1beta1", "InferenceService"): "inferenceservice_v1beta1.json",
+}
+KUBERNETES = "1.30"  # the oldest Kubernetes that KServe's current releases support
+
+
+def manifests() -> dict[str, dict[str, Any]]:
+    found = {}
+    for path in sorted(KSERVE.glob("*.yaml")):
+        for number, document in enumerate(yaml.safe_load_all(path.read_text())):
+            found[f"{path.name}#{number}"] = document
+    return found
+
+
+def kserve_errors(manifest: dict[str, Any]) -> list[str]:
+    key = (manifest.get("apiVersion"), manifest.get("kind"))
+    if key not in SCHEMA_FILES:
+        return [f"no KServe schema for {key}"]
+    schema = json.loads((SCHEMAS / SCHEMA_FILES[key]).read_text())
+    validator = jsonschema.Draft7Validator(schema)
+    return [f"{error.json_path}: {error.message}" for error in validator.iter_errors(manifest)]
+
+
+def runtime() -> dict[str, Any]:
+    (found,) = [m for m in manifests().values() if m["kind"] == "ServingRuntime"]
+    return found
+
+
+def inference_service() -> dict[str, Any]:
+    (found,) = [m for m in manifests().values() if m["kind"] == "InferenceService"]
+    return found
+
+
+def runtime_pod(runtime: dict[str, Any]) -> dict[str, Any]:
+    """The pod a ServingRuntime becomes, as far as its own spec says: what Kubernetes itself checks."""
+    spec = runtime["spec"]
+    pod_spec = {key: spec[key] for key in ("containers", "volumes", "nodeSelector", "tolerations") if key in spec}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": runtime["metadata"]["name"]}, "spec": pod_spec}
+
+
+def kubernetes_errors(resource: dict[str, Any]) -> list[str]:
+    try:
+        kubernetes_validate.validate(resource, KUBERNETES, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        return [f"{'.'.join(map(str, error.path))}: {error.message}"]
+    return []
+
+
+def test_the_manifests_are_a_runtime_and_a_service_using_it() -> None:
+    assert sorted(m["kind"] for m in manifests().values()) == ["InferenceService", "ServingRuntime"]
+
+
+@pytest.mark.parametrize("name", list(manifests()))
+def test_manifest_is_valid_for_kserve(name: str) -> None:
+    assert kserve_errors(manifests()[name]) == []
+
+
+def test_runtime_pod_is_valid_for_kubernetes() -> None:
+    assert kubernetes_errors(runtime_pod(runtime())) == []
+
+
+def broken(change: str) -> dict[str, Any]:
+    manifest = copy.deepcopy(runtime())
+    container = manifest["spec"]["containers"][0]
+    if change == "misspelled field":
+        container["readinesProbe"] = container.pop("readinessProbe")
+    elif change == "port as text":
+        container["ports"][0]["containerPort"] = "eighty"
+    elif change == "model format without a name":
+        del manifest["spec"]["supportedModelFormats"][0]["name"]
+    elif change == "probe without a port":
+        del container["readinessProbe"]["httpGet"]["port"]
+    return manifest
+
+
+@pytest.mark.parametrize("change", ["misspelled field", "port as text", "model format without a name"])
+def test_a_broken_manifest_fails_kserves_schema(change: str) -> None:
+    assert kserve_errors(broken(change)) != []
+
+
+@pytest.mark.parametrize("change", ["misspelled field", "port as text", "probe without a port"])
+def test_a_broken_runtime_pod_fails_kubernetes_schema(change: str) -> None:
+    assert kubernetes_errors(runtime_pod(broken(change))) != []
+
+
+def test_inference_service_uses_the_runtime_and_its_protocol() -> None:
+    spec = runtime()["spec"]
+    model = inference_service()["spec"]["predictor"]["model"]
+    assert model["runtime"] == runtime()["metadata"]["name"]
+    assert model["modelFormat"]["name"] in [form["name"] for form in spec["supportedModelFormats"]]
+    assert model["protocolVersion"] == "v2" and "v2" in spec["protocolVersions"]
+
+
+# The runtime and the image agree
+
+
+def dockerfile() -> dict[str, Any]:
+    """The Dockerfile's build arguments (with their defaults), USER, ENTRYPOINT and CMD."""
+    text = (ROOT / "Dockerfile").read_text()
+    found: dict[str, Any] = {"ARG": dict(re.findall(r"^ARG (\w+)=(.*)$", text, re.MULTILINE))}
+    for instruction in ("USER", "ENTRYPOINT", "CMD", "WORKDIR"):
+        (value,) = re.findall(rf"^{instruction} (.*)$", text, re.MULTILINE)
+        found[instruction] = json.loads(value) if value.startswith("[") else value
+    return found
+
+
+def test_runtime_runs_the_images_command_on_kserves_ports() -> None:
+    (container,) = runtime()["spec"]["containers"]
+    assert container["name"] == "kserve-container"
+    assert container["args"] == dockerfile()["CMD"]
+    args = parser().parse_args(container["args"])  # every option is one the command has
+    assert args.host == "0.0.0.0"
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports == {"http1": args.port} == {"http1": 8080}
+    for probe, path in [("startupProbe", "live"), ("livenessProbe", "live"), ("readinessProbe", "ready")]:
+        assert container[probe]["httpGet"] == {"path": f"/v2/health/{path}", "port": args.port}
+    assert container["image"].endswith(f"/oip-asgi:{__version__}")
+
+
+def test_image_and_runtime_run_as_the_same_non_root_user() -> None:
+    user = dockerfile()["USER"].split(":")[0]
+    assert user.isdigit() and int(user) != 0  # numeric: Kubernetes can check runAsNonRoot
+    (container,) = runtime()["spec"]["containers"]
+    assert container["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["runAsUser"] == int(user)
+
+
+def test_image_installs_extras_the_project_has() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(dockerfile()["ARG"]["EXTRAS"].split(",")) <= set(extras)
+    assert (ROOT / dockerfile()["ARG"]["MODELS"]).is_file()
+
+
+def test_the_images_command_serves_its_module_laid_out_as_in_the_image(tmp_path: Path) -> None:
+    """What `docker run` would run: CMD in WORKDIR, beside models.py copied from MODELS."""
+    image = dockerfile()
+    shutil.copy(ROOT / image["ARG"]["MODELS"], tmp_path / "models.py")
+    port = free_port()
+    command = [{"0.0.0.0": HOST, "8080": str(port)}.get(part, part) for part in image["CMD"]]
+    argv = ["-m", "oip_asgi", *command, "--app-dir", str(tmp_path)]  # the image's WORKDIR, as "." is there
+    assert image["ENTRYPOINT"] == ["oip-asgi"] and image["WORKDIR"] == "/srv"
+    with serving(argv, port) as server:
+        triton_round_trip(server.address)
