@@ -245,7 +245,7 @@ class OIPApp:
             content_encoding=headers.get(b"content-encoding"),
         )
         header_length = _length_header(headers, b"inference-header-content-length")
-        times = RequestTimes(now())
+        times = RequestTimes(start=now())
         status, size = 500, 0
         try:
             request = await read_request(reader, header_length, model, max_header_size=self.max_json_size)
@@ -297,9 +297,9 @@ def _log_access(model: Model, status: int, received: int, sent: int, times: Requ
         status,
         received,
         sent,
-        times.queue // 1000,
+        (times.started - times.submitted) // 1000,
         input_us,
-        times.infer // 1000,
+        (times.ended - times.started) // 1000,
         times.output // 1000,
         (now() - times.start) // 1000,
     )

@@ -30,8 +30,7 @@ class _Member:
     inputs: Mapping[str, np.ndarray]
     rows: int
     future: asyncio.Future[Any]
-    times: RequestTimes | None
-    submitted: int
+    times: RequestTimes
 
 
 @dataclass(slots=True)
@@ -66,14 +65,11 @@ class Batcher:
         self._running: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
         self.batches = 0  # model calls made, for the statistics and the tests
 
-    async def submit(
-        self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any], times: RequestTimes | None
-    ) -> Any:
-        """This request's share of its batch's result."""
+    async def submit(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any], times: RequestTimes) -> Any:
+        """This request's share of its batch's result; `times` gets its batch call's times."""
         rows = _rows(self.name, inputs)
-        member = _Member(inputs, rows, asyncio.get_running_loop().create_future(), times, now())
-        if times is not None:
-            times.rows, times.batched = rows, True
+        member = _Member(inputs, rows, asyncio.get_running_loop().create_future(), times)
+        times.rows, times.batched = rows, True
         if rows == 0 or rows > self.max_batch_size:
             self.batches += 1
             await self._call([member], parameters)
@@ -113,32 +109,29 @@ class Batcher:
     async def _call(self, members: list[_Member], parameters: Mapping[str, Any]) -> None:
         call = CallTimes()
         rows = [member.rows for member in members]
-        started = now()
+        output_ns = None
+        started = concatenated = now()
         try:
             if len(members) == 1:
                 inputs = members[0].inputs
             else:
                 inputs = {name: np.concatenate([m.inputs[name] for m in members]) for name in members[0].inputs}
             concatenated = now()
-            try:
-                result = await self._invoke(inputs, parameters, call)
-            finally:
-                returned = now()
-                if call.ended:
-                    self._statistics.executed(sum(rows), call.ended - call.started, concatenated - started)
+            result = await self._invoke(inputs, parameters, call)
+            returned = now()
             shares = _split(self.name, self.single_output, result, rows)
+            output_ns = now() - returned
         except Exception as exc:  # every member shares the batch's failure
             for member in members:
                 if not member.future.done():
                     member.future.set_exception(exc)
             return
-        split = now() - returned
-        self._statistics.batches[sum(rows)].compute_output.add(split)
+        finally:
+            if call.ended:
+                self._statistics.executed(sum(rows), call.ended - call.started, concatenated - started, output_ns)
+            for member in members:
+                member.times.started, member.times.ended, member.times.batch_size = call.started, call.ended, sum(rows)
         for member, share in zip(members, shares, strict=True):
-            if member.times is not None:
-                member.times.queue = call.started - member.submitted
-                member.times.infer = call.ended - call.started
-                member.times.batch_size = sum(rows)
             if not member.future.done():
                 member.future.set_result(share)
 

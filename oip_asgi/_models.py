@@ -211,27 +211,21 @@ class Model:
         """The user's function on `inputs` (and `parameters`, if it takes them), run off the event loop.
 
         A batched model answers with this request's rows of its batch's result. `times` gets the
-        request's queue and model-call durations, for the statistics.
+        request's queue and model-call times, for the statistics (the app records them).
         """
         if self.max_concurrency is not None and self.in_flight >= self.max_concurrency:
             raise ModelNotReady(
                 f"model '{self.name}' is busy: {self.max_concurrency} requests already in flight, retry later"
             )
-        if times is not None:
-            times.called = True
         self.in_flight += 1
         try:
+            if times is None:
+                times = RequestTimes()
+            times.called = True
+            times.submitted = now()
             if self.batcher is not None:
                 return await self.batcher.submit(inputs, parameters, times)
-            call = CallTimes()
-            submitted = now()
-            try:
-                return await self.invoke(inputs, parameters, call)
-            finally:
-                if call.ended:
-                    self.statistics.executed(1, call.ended - call.started)
-                    if times is not None:
-                        times.queue, times.infer = call.started - submitted, call.ended - call.started
+            return await self.invoke(inputs, parameters, times)
         finally:
             self.in_flight -= 1
 

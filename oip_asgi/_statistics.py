@@ -47,13 +47,12 @@ class CallTimes:
 
 
 @dataclass(slots=True)
-class RequestTimes:
-    """One request's way through the core, for its model's statistics."""
+class RequestTimes(CallTimes):
+    """One request's way through the core, for its model's statistics (its call's times included)."""
 
-    start: int
+    start: int = 0
     decoded: int = 0
-    queue: int = 0
-    infer: int = 0
+    submitted: int = 0  # handed to the model: from here to `started` it queued
     output: int = 0
     rows: int = 1
     batch_size: int = 1  # the rows of the call it rode in
@@ -73,50 +72,81 @@ _STAGES = ("success", "fail", "queue", "compute_input", "compute_infer", "comput
 
 
 class ModelStatistics:
-    # One attribute per stage, not a dict of them: the success path reads six on every request.
-    __slots__ = ("last_inference", "inference_count", "execution_count", "batches", "failures", *_STAGES)
+    # One attribute per stage, not a dict of them: the success path writes five on every request.
+    __slots__ = (
+        "last_inference_ns", "inference_count", "calls", "failed_calls", "batches", "failures", *_STAGES
+    )  # fmt: skip
 
     def __init__(self) -> None:
-        self.last_inference = 0  # ms since the epoch
+        self.last_inference_ns = 0
         self.inference_count = 0
-        self.execution_count = 0
+        self.calls = 0  # a batched model's calls; an unbatched model's are its requests that reached it
+        self.failed_calls = Duration()  # an unbatched model's calls whose request failed, and their time
         self.success, self.fail, self.queue = Duration(), Duration(), Duration()
         self.compute_input, self.compute_infer, self.compute_output = Duration(), Duration(), Duration()
         self.cache_hit, self.cache_miss = Duration(), Duration()  # no response cache: always zero
-        self.batches: dict[int, _BatchSize] = {}
+        self.batches: dict[int, _BatchSize] = {}  # a batched model's, by batch size
         # Failures by Triton's metric reasons: the model's call (BACKEND), or its outputs after it (OTHER).
         self.failures = {"REJECTED": 0, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}
 
-    def executed(self, batch_size: int, infer_ns: int, input_ns: int | None = None) -> None:
-        """One model call of `batch_size` rows (1 for an unbatched model), failed or not; a batch's input
-        time is its concatenation (its split is added to its compute_output once it succeeds)."""
-        self.execution_count += 1
+    @property
+    def execution_count(self) -> int:
+        return self.calls if self.batches else self.success.count + self.failed_calls.count
+
+    @property
+    def last_inference(self) -> int:
+        """Milliseconds since the epoch."""
+        return self.last_inference_ns // 1_000_000
+
+    def executed(self, batch_size: int, infer_ns: int, input_ns: int, output_ns: int | None) -> None:
+        """One call of a batched model, of `batch_size` rows, failed or not: its input time is the
+        concatenation, its output time the split (None when the call failed)."""
+        self.calls += 1
         batch = self.batches.get(batch_size)
         if batch is None:
             batch = self.batches[batch_size] = _BatchSize()
         batch.compute_infer.add(infer_ns)
-        if input_ns is not None:
-            batch.compute_input.add(input_ns)
+        batch.compute_input.add(input_ns)
+        if output_ns is not None:
+            batch.compute_output.add(output_ns)
 
     def succeeded(self, times: RequestTimes, end: int) -> None:
-        self.last_inference = time.time_ns() // 1_000_000
+        # Written out, not through Duration.add: this runs on every request. An unbatched model's
+        # batch entry (size 1) is made from these figures when read, not kept twice.
+        self.last_inference_ns = time.time_ns()
         self.inference_count += times.rows
-        decoding = times.decoded - times.start
-        self.success.add(end - times.start)
-        self.queue.add(times.queue)
-        self.compute_input.add(decoding)
-        self.compute_infer.add(times.infer)
-        self.compute_output.add(times.output)
-        if not times.batched:  # its own call's batch entry (size 1) takes its input and output times too
-            batch = self.batches.get(1)
-            if batch is not None:
-                batch.compute_input.add(decoding)
-                batch.compute_output.add(times.output)
+        stage = self.success
+        stage.count += 1
+        stage.ns += end - times.start
+        stage = self.queue
+        stage.count += 1
+        stage.ns += times.started - times.submitted
+        stage = self.compute_input
+        stage.count += 1
+        stage.ns += times.decoded - times.start
+        stage = self.compute_infer
+        stage.count += 1
+        stage.ns += times.ended - times.started
+        stage = self.compute_output
+        stage.count += 1
+        stage.ns += times.output
 
     def failed(self, times: RequestTimes, end: int) -> None:
-        self.last_inference = time.time_ns() // 1_000_000
+        self.last_inference_ns = time.time_ns()
         self.fail.add(end - times.start)
         self.failures["OTHER" if times.returned else "BACKEND"] += 1
+        if not times.batched and times.ended:  # its own call ran, and failed or gave outputs that did
+            self.failed_calls.add(times.ended - times.started)
+
+    def _batch_stats(self) -> dict[int, _BatchSize]:
+        if self.batches or not self.execution_count:
+            return self.batches
+        single = _BatchSize(
+            Duration(self.compute_input.count, self.compute_input.ns),
+            Duration(self.execution_count, self.compute_infer.ns + self.failed_calls.ns),
+            Duration(self.compute_output.count, self.compute_output.ns),
+        )
+        return {1: single}
 
     def as_json(self, name: str, version: str) -> dict[str, Any]:
         """The model's entry in Triton's ``model_stats``."""
@@ -134,6 +164,6 @@ class ModelStatistics:
                     "compute_infer": batch.compute_infer.as_json(),
                     "compute_output": batch.compute_output.as_json(),
                 }
-                for size, batch in sorted(self.batches.items())
+                for size, batch in sorted(self._batch_stats().items())
             ],
         }
