@@ -316,10 +316,9 @@ def test_readiness_is_400_while_a_slow_load_runs(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     with served("tests.apps_cli:gated", ready_path="/v2/health/live", env={"OIP_TEST_GATE": str(gate)}) as server:
         base = f"http://{server.address}/v2"
-        started = time.monotonic()
+        # Answered, and not held until the load ends: it cannot end before the gate opens.
         assert status(f"{base}/health/ready") == 400
         assert status(f"{base}/models/gated/ready") == 400
-        assert time.monotonic() - started < 2  # answered, not held until the load ends
         gate.touch()
         wait_for(lambda: status(f"{base}/health/ready") == 200, timeout=10)
         assert status(f"{base}/models/gated/ready") == 200
@@ -388,18 +387,25 @@ SUCCESS = 'nv_inference_request_success{model="pid",version="1"}'
 def test_metrics_port_serves_each_workers_own_figures(workers: int) -> None:
     pytest.importorskip("prometheus_client")
     first = free_port()
-    while any(status_of_port(first + n) for n in range(workers)):  # every port of the range free
+    while any(listening(first + n) for n in range(workers)):  # every port of the range free
         first = free_port()
     with served("tests.apps_cli:pid", "--workers", str(workers), "--metrics-port", str(first)) as server:
         for _ in range(3):
             pids(server.address, count=2)
         ports = range(first, first + workers)
-        wait_for(lambda: all(SUCCESS in scrape(port) for port in ports))
+        wait_for(lambda: all(serves(port) for port in ports))  # a worker may start its port after the first answers
         # Each port is one worker's: their sum is every request served.
         assert sum(scrape(port)[SUCCESS] for port in ports) == 6
 
 
-def status_of_port(port: int) -> bool:
+def serves(port: int) -> bool:
+    try:
+        return SUCCESS in scrape(port)
+    except OSError:
+        return False
+
+
+def listening(port: int) -> bool:
     import socket
 
     with socket.socket() as probe:
