@@ -159,6 +159,19 @@ def test_a_broken_target_stops_every_worker_and_exits_3(modules: Path, case: str
         )
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_port_in_use_exits_3(workers: str) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind((HOST, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "examples.models:models", "--host", HOST, "--port", str(port), "--workers", workers)
+    assert result.returncode == 3
+    assert "address already in use" in result.stderr.lower()
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
