@@ -423,3 +423,25 @@ def listening(port: int) -> bool:
 
     with socket.socket() as probe:
         return probe.connect_ex((HOST, port)) == 0
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_grpc_port_serves_the_grpc_half_from_every_worker(workers: str) -> None:
+    pytest.importorskip("oip_asgi.grpc", reason="the gRPC half is not installed")
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    grpc_port = free_port()
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    with served("examples.models:models", "--workers", workers, "--grpc-port", str(grpc_port)) as server:
+        for _ in range(4):  # a client per round: a new connection, which any worker may take
+            client = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
+            try:
+                wait_for(lambda: client.is_server_ready())  # noqa: B023  # called before the next round
+                inputs = [grpcclient.InferInput(name, [1, 16], "INT32") for name in ("INPUT0", "INPUT1")]
+                for tensor in inputs:
+                    tensor.set_data_from_numpy(a)
+                np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"), 2 * a)
+            finally:
+                client.close()
+        # Every worker bound the gRPC port beside the others': one that could not would have stopped them all.
+        time.sleep(1)
+        assert server.process.poll() is None
