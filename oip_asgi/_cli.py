@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import sys
+import sysconfig
 import threading
 import traceback
 from collections.abc import Mapping, Sequence
@@ -93,11 +94,15 @@ def load_target(target: str, *, metrics: bool = False) -> OIPApp:
 
 
 def _described(exc: BaseException) -> str:
-    """The exception's type and message, and where it was raised (in the user's file, most likely)."""
+    """The exception's type and message, and the line of the user's code it came from."""
     text = f"{type(exc).__name__}: {exc}"
-    frames = traceback.extract_tb(exc.__traceback__)
-    if frames and not isinstance(exc, SyntaxError):  # a SyntaxError's message names its file and line
-        text += f" ({frames[-1].filename}, line {frames[-1].lineno})"
+    if isinstance(exc, SyntaxError):  # its message names its file and line already
+        return text
+    libraries = tuple({sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")})
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not frame.filename.startswith("<")]
+    theirs = [frame for frame in frames if not frame.filename.startswith(libraries)] or frames
+    if theirs:  # the deepest frame outside the standard library and the installed packages
+        text += f" ({theirs[-1].filename}, line {theirs[-1].lineno})"
     return text
 
 

@@ -118,6 +118,7 @@ BROKEN = {
     "no module": ("nosuch_module:models", "no module named 'nosuch_module'"),
     "raises": ("raises:models", "importing raises failed: RuntimeError: no weights here ("),
     "syntax": ("syntax:models", "importing syntax failed: SyntaxError:"),
+    "library raises": ("decodes:models", "importing decodes failed: JSONDecodeError: "),
     "missing name": ("fine:modles", "module fine has no attribute 'modles'"),
     "not a model": ("fine:NAMES", "fine:NAMES is a list, not a models mapping, a Model or an OIPApp"),
     "a function": ("fine:double", "is a function, not a models mapping, a Model or an OIPApp (wrap a bare callable"),
@@ -127,8 +128,9 @@ BROKEN = {
 
 @pytest.fixture
 def modules(tmp_path: Path) -> Path:
-    (tmp_path / "raises.py").write_text("models = {}\nraise RuntimeError('no weights here')\n")
+    (tmp_path / "raises.py").write_text("models = {}\n\nraise RuntimeError('no weights here')\n")
     (tmp_path / "syntax.py").write_text("models = {\n")
+    (tmp_path / "decodes.py").write_text("import json\n\nmodels = json.loads('{')\n")
     (tmp_path / "fine.py").write_text(
         "NAMES = ['a']\ndef double(x):\n    return 2 * x\nbad = {'a/b': double}\nmodels = {'double': double}\n"
     )
@@ -143,6 +145,8 @@ def test_a_broken_target_exits_3_with_one_line_and_no_traceback(modules: Path, c
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("oip-asgi: error: ")
     assert message in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+    if case in ("raises", "library raises"):  # the line in the user's module, not in the library's
+        assert f"{target.partition(':')[0]}.py, line 3)" in result.stderr
 
 
 @pytest.mark.parametrize("case", ["no module", "missing name"])
