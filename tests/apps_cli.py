@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from oip_asgi import Model, TensorSpec
+from oip_asgi import Model, TensorSpec, oip_app
 
 
 def record(event: str) -> None:
@@ -71,3 +71,6 @@ gated = {
         load=load_at_the_gate,
     )
 }
+
+# For other process managers (gunicorn): the same models as an ASGI app, the protocol at its root.
+app = oip_app(models)
