@@ -4,7 +4,9 @@ before forking with --preload) and with Flask on gunicorn's forking sync workers
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -38,16 +40,24 @@ def test_gunicorn_workers_each_load_once(tmp_path: Path, preload: bool) -> None:
     assert server.process.returncode == 0
 
 
-def test_flask_under_gunicorn_sync_workers_loads_once_per_worker(tmp_path: Path) -> None:
+@pytest.mark.parametrize("preload", [False, True], ids=["import-in-workers", "preload"])
+def test_flask_under_gunicorn_sync_workers(tmp_path: Path, preload: bool) -> None:
     pytest.importorskip("flask")
     log = tmp_path / "events"
     port = free_port()
-    argv = ["-m", "gunicorn", "--workers", "2", "--bind", f"{HOST}:{port}", "tests.apps_wsgi:app"]
-    with serving(argv, port, env={"OIP_TEST_EVENTS": str(log)}) as server:
-        deadline = time.monotonic() + 20
-        while len(events(log, "load")) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        loads = events(log, "load")
-        assert len(loads) == len(set(loads)) == 2 and server.pid not in loads
-        assert sorted(events(log, "import")) == sorted(loads)
+    argv = ["-m", "gunicorn", "--workers", "2", "--bind", f"{HOST}:{port}", *(["--preload"] if preload else [])]
+    with serving([*argv, "tests.apps_wsgi:app"], port, env={"OIP_TEST_EVENTS": str(log)}) as server:
+        if preload:  # loaded once, in the parent, at import; the workers inherit the loaded models
+            assert events(log, "import") == events(log, "load") == [server.pid]
+        else:
+            deadline = time.monotonic() + 20
+            while len(events(log, "load")) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            loads = events(log, "load")
+            assert len(loads) == len(set(loads)) == 2 and server.pid not in loads
+            assert sorted(events(log, "import")) == sorted(loads)
+        # A worker serves inference on the models it has, after the fork.
+        request = json.dumps({"inputs": [{"name": "X", "datatype": "INT64", "shape": [1], "data": [0]}]}).encode()
+        with urllib.request.urlopen(f"http://{server.address}/v2/models/pid/infer", data=request, timeout=10) as answer:
+            assert json.load(answer)["outputs"][0]["data"][0] != server.pid
     assert server.process.returncode == 0
