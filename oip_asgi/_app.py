@@ -221,6 +221,19 @@ class OIPApp:
             models = [self.repository.get(name, version)]
         return {"model_stats": [model.statistics.as_json(model.name, model.version) for model in models]}
 
+    @property
+    def server_metadata(self) -> ServerMetadata:
+        """The server's name, version and extensions, as every wire tells them."""
+        return self._server_metadata
+
+    def model_metadata(self, model: Model) -> ModelMetadata:
+        """`model`'s metadata (name, versions, platform, tensors, properties), as every wire tells it."""
+        return self._model_metadata(model)
+
+    async def call(self, model: Model, request: DecodedRequest, times: RequestTimes) -> Any:
+        """`model` on a decoded request, traced when tracing is on: what every front end calls."""
+        return await self._call(model, request, times)
+
     def _model_metadata(self, model: Model) -> ModelMetadata:
         def tensors(specs: tuple[TensorSpec, ...] | None) -> list[TensorMetadata]:
             return [TensorMetadata(spec.name, spec.datatype, list(spec.shape)) for spec in specs or ()]

@@ -1,0 +1,243 @@
+"""gRPC's ModelInferRequest into the core's `DecodedRequest`, and the core's outputs into a ModelInferResponse.
+
+Every check that can fail runs before any tensor is built: the request's tensors through the same
+checks as REST's (`check_inputs`, `check_outputs`), then each one's data against its claimed shape,
+so that no shape allocates before its data is known to fill it. Raw inputs are viewed, not copied:
+the arrays a model gets are read-only views of the request message's bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_inputs, check_outputs
+from .._datatypes import native_dtype
+from .._errors import BadRequest, ModelError
+from .._inference import DecodedRequest, OutputTensor, RequestedOutput
+from .._models import Model
+from .._tensors import array_from_binary, binary_chunks, binary_size, shape_text
+from . import inference_pb2 as pb
+
+# The request parameter that asks for outputs in typed contents rather than raw_output_contents.
+TYPED_OUTPUTS = "typed_output_contents"
+
+# The InferTensorContents field of each datatype; FP16 and BF16 have none (raw contents only).
+CONTENTS_FIELD = {
+    "BOOL": "bool_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+# The narrower integer datatypes whose field holds wider values: each value must fit.
+_NARROW = {name: np.iinfo(native_dtype(name)) for name in ("UINT8", "UINT16", "INT8", "INT16")}
+_RAW_OUTPUT_TAG = bytes([6 << 3 | 2])  # ModelInferResponse.raw_output_contents, length-delimited
+_INT64 = (-(2**63), 2**63 - 1)
+_UINT64_TOP = 2**64 - 1
+
+
+def request_parameters(parameters: Mapping[str, pb.InferParameter], where: str) -> dict[str, Any]:
+    """InferParameter values as REST's parameters reach a model: a plain dict of Python values."""
+    plain: dict[str, Any] = {}
+    for name, parameter in parameters.items():
+        choice = parameter.WhichOneof("parameter_choice")
+        if choice is None:
+            raise BadRequest(f"{where}parameter '{name}' has no value")
+        plain[name] = getattr(parameter, choice)
+    return plain
+
+
+def decode_request(request: pb.ModelInferRequest, model: Model) -> tuple[DecodedRequest, bool]:
+    """The request as the core takes it, and whether its outputs go back in typed contents."""
+    inputs = request.inputs
+    check_inputs(model, inputs)
+    parameters = request_parameters(request.parameters, "")
+    typed = parameters.get(TYPED_OUTPUTS, False)
+    if not isinstance(typed, bool):
+        raise BadRequest(f"parameter {TYPED_OUTPUTS} must be a boolean, got {typed!r}")
+    requested = _requested(request) if len(request.outputs) else None
+    if requested is not None:
+        check_outputs(model, requested)
+    decoded = DecodedRequest({}, request.id or None, parameters, requested)
+
+    raw = request.raw_input_contents
+    if len(raw):
+        with_contents = next((tensor.name for tensor in inputs if tensor.HasField("contents")), None)
+        if with_contents is not None:
+            raise BadRequest(
+                f"input '{with_contents}' has typed contents, but the request has raw_input_contents; "
+                "send every input one way"
+            )
+        if len(raw) != len(inputs):
+            raise BadRequest(
+                f"the request has {len(raw)} raw_input_contents for {len(inputs)} inputs; "
+                "raw_input_contents[i] holds inputs[i]"
+            )
+        for tensor, content in zip(inputs, raw, strict=True):
+            decoded.inputs[tensor.name] = _raw_input(tensor, content)
+    else:
+        for tensor in inputs:
+            decoded.inputs[tensor.name] = _typed_input(tensor)
+    return decoded, typed
+
+
+def _requested(request: pb.ModelInferRequest) -> list[RequestedOutput]:
+    requested = []
+    for output in request.outputs:
+        classification = None
+        parameter = output.parameters.get("classification")
+        if parameter is not None:
+            choice = parameter.WhichOneof("parameter_choice")
+            value = parameter.int64_param if choice == "int64_param" else parameter.uint64_param
+            if choice not in ("int64_param", "uint64_param") or value < 1:
+                raise BadRequest(
+                    f"output '{output.name}': parameter classification must be a positive integer "
+                    f"(int64_param), got {_parameter_text(parameter)}"
+                )
+            classification = value
+        requested.append(RequestedOutput(output.name, classification))
+    return requested
+
+
+def _parameter_text(parameter: pb.InferParameter) -> str:
+    choice = parameter.WhichOneof("parameter_choice")
+    return "no value" if choice is None else f"{choice} {getattr(parameter, choice)!r}"
+
+
+def _raw_input(tensor: pb.ModelInferRequest.InferInputTensor, content: bytes) -> np.ndarray:
+    shape = list(tensor.shape)
+    expected = binary_size(tensor.datatype, shape)
+    if expected is not None and len(content) != expected:
+        raise BadRequest(
+            f"input '{tensor.name}': raw_input_contents holds {len(content)} bytes, but {tensor.datatype} "
+            f"of shape {shape_text(shape)} takes {expected} bytes"
+        )
+    return array_from_binary(tensor.name, tensor.datatype, shape, np.frombuffer(content, dtype=np.uint8))
+
+
+def _typed_input(tensor: pb.ModelInferRequest.InferInputTensor) -> np.ndarray:
+    shape = list(tensor.shape)
+    count = math.prod(shape)
+    datatype = tensor.datatype
+    field = CONTENTS_FIELD.get(datatype)
+    if not tensor.HasField("contents"):
+        if count == 0 and field is not None:
+            return np.empty(shape, dtype=native_dtype(datatype))
+        raise BadRequest(f"input '{tensor.name}' has no data: send raw_input_contents or typed contents")
+    contents = tensor.contents
+    if field is None:
+        raise BadRequest(f"input '{tensor.name}' is {datatype}, which has no typed contents; send raw_input_contents")
+    others = [descriptor.name for descriptor, _ in contents.ListFields() if descriptor.name != field]
+    if others:
+        raise BadRequest(f"input '{tensor.name}' is {datatype}, whose typed contents are {field}, not {others[0]}")
+    values: Sequence[Any] = getattr(contents, field)
+    if len(values) != count:
+        raise BadRequest(
+            f"input '{tensor.name}': {field} holds {len(values)} elements, shape {shape_text(shape)} needs {count}"
+        )
+    if datatype == "BYTES":
+        array = np.empty(count, dtype=object)
+        array[:] = list(values)
+        return array.reshape(shape)
+    dtype = native_dtype(datatype)
+    if datatype in _NARROW:
+        wide = np.fromiter(values, np.int64 if datatype.startswith("INT") else np.uint64, count)
+        info = _NARROW[datatype]
+        outside = np.flatnonzero((wide < info.min) | (wide > info.max))
+        if outside.size:
+            index = int(outside[0])
+            raise BadRequest(
+                f"input '{tensor.name}': {datatype} element {index} is {int(wide[index])}, "
+                f"out of range [{info.min}, {info.max}]"
+            )
+        return wide.astype(dtype).reshape(shape)
+    return np.fromiter(values, dtype, count).reshape(shape)
+
+
+def _parameter(target: pb.InferParameter, value: Any, where: str) -> None:
+    if isinstance(value, bool):
+        target.bool_param = value
+    elif isinstance(value, int):
+        if _INT64[0] <= value <= _INT64[1]:
+            target.int64_param = value
+        elif 0 <= value <= _UINT64_TOP:
+            target.uint64_param = value
+        else:
+            raise ModelError(f"{where} is {value}, which neither int64 nor uint64 holds")
+    elif isinstance(value, float):
+        target.double_param = value
+    else:
+        target.string_param = value
+
+
+def _set_parameters(target: Any, parameters: Mapping[str, Any] | None, where: str) -> None:
+    for name, value in (parameters or {}).items():
+        _parameter(target[name], value, f"{where}parameter '{name}'")
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_response(
+    model: Model,
+    request: DecodedRequest,
+    outputs: list[OutputTensor],
+    parameters: dict[str, Any] | None,
+    typed: bool,
+) -> tuple[pb.ModelInferResponse, list[Any]]:
+    """The response without its raw contents, and the raw contents, one per output in order.
+
+    The raw contents are appended to the serialized message by `serialize`, straight from the
+    arrays: a large tensor is copied once, into the bytes gRPC sends, not first into the message.
+    """
+    response = pb.ModelInferResponse(model_name=model.name, model_version=model.version, id=request.id or "")
+    model_name = f"model '{model.name}' returned "
+    _set_parameters(response.parameters, parameters, f"{model_name}response ")
+    raw: list[Any] = []
+    for output in outputs:
+        tensor = response.outputs.add(name=output.name, datatype=output.datatype, shape=output.array.shape)
+        _set_parameters(tensor.parameters, output.parameters, f"{model_name}output '{output.name}' ")
+        if typed:
+            field = CONTENTS_FIELD.get(output.datatype)
+            if field is None:
+                raise BadRequest(
+                    f"output '{output.name}' is {output.datatype}, which has no typed contents; "
+                    f"leave {TYPED_OUTPUTS} unset to receive raw_output_contents"
+                )
+            getattr(tensor.contents, field).extend(output.array.ravel().tolist())
+        else:
+            _, chunks = binary_chunks(output.array, output.datatype)
+            raw.append(chunks[0])
+    return response, raw
+
+
+def serialize(response: pb.ModelInferResponse, raw: list[Any], field: int | None = None) -> bytes:
+    """The response's wire bytes, its raw_output_contents appended in order; with `field`, the bytes of
+    a message holding the response as that field (ModelStreamInferResponse's infer_response)."""
+    parts: list[Any] = [response.SerializeToString()]
+    size = len(parts[0])
+    for content in raw:
+        length = memoryview(content).nbytes
+        head = _RAW_OUTPUT_TAG + _varint(length)
+        parts += (head, content)
+        size += len(head) + length
+    if field is not None:
+        parts.insert(0, bytes([field << 3 | 2]) + _varint(size))
+    return parts[0] if len(parts) == 1 else b"".join(parts)

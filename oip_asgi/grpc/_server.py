@@ -1,0 +1,126 @@
+"""A ``grpc.aio`` server for an `OIPApp`, in the event loop of the ASGI server that runs the app."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import grpc
+
+from .._app import OIPApp
+from . import inference_pb2 as pb
+from ._service import SERVICE, InferenceService
+
+DEFAULT_ADDRESS = "127.0.0.1:8001"
+_MAX_MESSAGE = 2**31 - 1  # gRPC's own ceiling: a message's length is an int32
+# Room for the protobuf fields around a tensor: a tensor REST takes in a body must fit a message too.
+_FRAMING = 1 << 16
+
+
+def server(
+    app: OIPApp,
+    address: str | None = None,
+    *,
+    credentials: grpc.ServerCredentials | None = None,
+    max_message_size: int | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    health: bool = False,
+    reflection: bool = False,
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.aio.Server:
+    """An unstarted ``grpc.aio`` server of `app`'s models; add services of your own, then ``await start()``.
+
+    It binds `address` ("host:port"; port 0 picks a free one) when given, with TLS when `credentials`
+    are (``grpc.ssl_server_credentials(...)``). `max_message_size` bounds a received message (by
+    default the app's ``max_body_size`` plus room for the message's own fields, so that a tensor REST
+    takes gRPC takes too; past it the client gets RESOURCE_EXHAUSTED). `health` adds grpc.health.v1
+    (for Kubernetes' gRPC probes and grpc_health_probe): "" and "liveness" answer SERVING while the
+    server runs, "inference.GRPCInferenceService" and "readiness" once every model has loaded.
+    `reflection` adds server reflection (for grpcurl). `options` are grpcio channel arguments.
+    """
+    if max_message_size is None:
+        max_message_size = min(app.max_body_size + _FRAMING, _MAX_MESSAGE)
+    if not 0 < max_message_size <= _MAX_MESSAGE:
+        raise ValueError(f"max_message_size must be between 1 and {_MAX_MESSAGE} bytes, got {max_message_size}")
+    channel_options = [
+        ("grpc.max_receive_message_length", max_message_size),
+        ("grpc.max_send_message_length", _MAX_MESSAGE),
+        *options,
+    ]
+    grpc_server = grpc.aio.server(interceptors=list(interceptors), options=channel_options)
+    grpc_server.add_generic_rpc_handlers([InferenceService(app).handler()])
+    services = [SERVICE]
+    if health:
+        from ._health import add_health  # grpcio-health-checking, imported only when asked for
+
+        services.append(add_health(grpc_server, app))
+    if reflection:
+        _add_reflection(grpc_server, services)
+    if address is not None:
+        bind(grpc_server, address, credentials)
+    elif credentials is not None:
+        raise ValueError("credentials apply to an address: pass address too, or bind with bind(server, address, ...)")
+    return grpc_server
+
+
+def _add_reflection(grpc_server: grpc.aio.Server, services: list[str]) -> None:
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.descriptor_pool import DescriptorPool
+    from grpc_reflection.v1alpha import reflection, reflection_pb2
+
+    # The service's messages live in a pool of their own (see _generate.py); reflection answers from a
+    # pool holding them and the other services served.
+    pool = DescriptorPool()
+    files: list[Any] = [pb.DESCRIPTOR, reflection_pb2.DESCRIPTOR]
+    if len(services) > 1:
+        from grpc_health.v1 import health_pb2
+
+        files.append(health_pb2.DESCRIPTOR)
+    for file in files:
+        proto = descriptor_pb2.FileDescriptorProto()
+        file.CopyToProto(proto)
+        pool.Add(proto)
+    reflection.enable_server_reflection([*services, reflection.SERVICE_NAME], grpc_server, pool=pool)
+
+
+def bind(grpc_server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None = None) -> int:
+    """Listen on `address` (with TLS when `credentials` are given); the port bound."""
+    if credentials is None:
+        port = grpc_server.add_insecure_port(address)
+    else:
+        port = grpc_server.add_secure_port(address, credentials)
+    if not port:  # older grpcio answers 0 where newer ones raise
+        raise RuntimeError(f"gRPC could not bind {address}")
+    return port
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    app: OIPApp,
+    address: str = DEFAULT_ADDRESS,
+    *,
+    credentials: grpc.ServerCredentials | None = None,
+    grace: float = 5.0,
+    **options: Any,
+) -> AsyncIterator[int]:
+    """Serve `app`'s models over gRPC while the block runs; it gets the port bound (for port 0).
+
+    Enter it from a host's lifespan, so the gRPC server shares the ASGI server's event loop::
+
+        @contextlib.asynccontextmanager
+        async def lifespan(host):
+            async with oip_asgi.grpc.serving(oip, address="[::]:8001"):
+                yield
+
+    Leaving stops the server gracefully: new calls are refused, calls in flight get `grace` seconds.
+    `options` are `server`'s.
+    """
+    grpc_server = server(app, **options)
+    port = bind(grpc_server, address, credentials)
+    await grpc_server.start()
+    app.start_loading()
+    try:
+        yield port
+    finally:
+        await grpc_server.stop(grace)

@@ -1,0 +1,223 @@
+"""``inference.GRPCInferenceService`` for an `OIPApp`: every RPC of the protocol, and Triton's ModelStreamInfer.
+
+Handlers take and return wire bytes: parsing is theirs, so that a message that does not parse is an
+INVALID_ARGUMENT like any other bad request (grpcio would answer INTERNAL), and an inference response
+is serialized with its raw contents appended straight from the output arrays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from .._app import OIPApp, _log_access
+from .._errors import BadRequest, NotFound, OIPError
+from .._inference import model_outputs
+from .._statistics import RequestTimes, now
+from . import inference_pb2 as pb
+from ._codec import decode_request, encode_response, serialize
+
+logger = logging.getLogger("oip_asgi")
+
+SERVICE = "inference.GRPCInferenceService"
+# Requests of one stream in flight at once: later ones wait to be read until the oldest is answered.
+STREAM_WINDOW = 64
+_STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
+
+# An error's HTTP status, as the gRPC status that means the same (and that Triton sends for it).
+STATUS_CODES = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
+    404: grpc.StatusCode.NOT_FOUND,
+    405: grpc.StatusCode.UNIMPLEMENTED,
+    409: grpc.StatusCode.ABORTED,
+    411: grpc.StatusCode.INVALID_ARGUMENT,
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    415: grpc.StatusCode.INVALID_ARGUMENT,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    499: grpc.StatusCode.CANCELLED,
+    500: grpc.StatusCode.INTERNAL,
+    501: grpc.StatusCode.UNIMPLEMENTED,
+    503: grpc.StatusCode.UNAVAILABLE,
+    504: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+
+
+def status_code(error: OIPError) -> grpc.StatusCode:
+    code = STATUS_CODES.get(error.status_code)
+    if code is not None:
+        return code
+    return grpc.StatusCode.INVALID_ARGUMENT if 400 <= error.status_code < 500 else grpc.StatusCode.INTERNAL
+
+
+_M = TypeVar("_M", bound=Message)
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def _parse(message_type: type[_M], body: bytes) -> _M:
+    try:
+        return message_type.FromString(body)
+    except DecodeError as exc:
+        raise BadRequest(f"the request is not a valid {message_type.DESCRIPTOR.name}: {exc}") from None
+
+
+def _internal_error() -> OIPError:
+    return OIPError("internal server error; see the server log")
+
+
+class InferenceService:
+    """The RPCs of ``inference.GRPCInferenceService`` on `app`'s models, as a grpcio generic handler."""
+
+    def __init__(self, app: OIPApp) -> None:
+        self.app = app
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        unary: dict[str, tuple[type[Message], Callable[[Any], Awaitable[Message | bytes]]]] = {
+            "ServerLive": (pb.ServerLiveRequest, self.server_live),
+            "ServerReady": (pb.ServerReadyRequest, self.server_ready),
+            "ModelReady": (pb.ModelReadyRequest, self.model_ready),
+            "ServerMetadata": (pb.ServerMetadataRequest, self.server_metadata),
+            "ModelMetadata": (pb.ModelMetadataRequest, self.model_metadata),
+            "ModelInfer": (pb.ModelInferRequest, self.model_infer),
+        }
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+            name: grpc.unary_unary_rpc_method_handler(self._unary(message_type, method))
+            for name, (message_type, method) in unary.items()
+        }
+        handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer)
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+    def _unary(
+        self, message_type: type[_M], method: Callable[[_M], Awaitable[Message | bytes]]
+    ) -> Callable[[bytes, Context], Awaitable[bytes]]:
+        async def handle(body: bytes, context: Context) -> bytes:
+            try:
+                response = await method(_parse(message_type, body))
+                return response if isinstance(response, bytes) else response.SerializeToString()
+            except OIPError as exc:
+                error = exc.public(self.app.expose_errors)
+            except Exception:
+                logger.exception("unhandled error serving gRPC %s", message_type.DESCRIPTOR.name)
+                error = _internal_error()
+            await context.abort(status_code(error), error.message)
+            raise AssertionError("abort returned")  # pragma: no cover  # abort always raises
+
+        return handle
+
+    async def server_live(self, request: pb.ServerLiveRequest) -> pb.ServerLiveResponse:
+        return pb.ServerLiveResponse(live=True)
+
+    async def server_ready(self, request: pb.ServerReadyRequest) -> pb.ServerReadyResponse:
+        ready = self.app.ready
+        if not ready:
+            self.app.start_loading()  # as REST's probe: answer at once, and let loading go on
+        return pb.ServerReadyResponse(ready=ready)
+
+    async def model_ready(self, request: pb.ModelReadyRequest) -> pb.ModelReadyResponse:
+        # Triton answers an unknown model with ready=false, not NOT_FOUND; tritonclient's is_model_ready relies on it.
+        try:
+            model = self.app.repository.get(request.name, request.version or None)
+        except NotFound:
+            return pb.ModelReadyResponse(ready=False)
+        if not model.ready:
+            self.app.start_loading()
+        return pb.ModelReadyResponse(ready=model.ready)
+
+    async def server_metadata(self, request: pb.ServerMetadataRequest) -> pb.ServerMetadataResponse:
+        metadata = self.app.server_metadata
+        return pb.ServerMetadataResponse(name=metadata.name, version=metadata.version, extensions=metadata.extensions)
+
+    async def model_metadata(self, request: pb.ModelMetadataRequest) -> pb.ModelMetadataResponse:
+        metadata = self.app.model_metadata(self.app.repository.get(request.name, request.version or None))
+        tensor = pb.ModelMetadataResponse.TensorMetadata
+        return pb.ModelMetadataResponse(
+            name=metadata.name,
+            versions=metadata.versions,
+            platform=metadata.platform,
+            inputs=[tensor(name=item.name, datatype=item.datatype, shape=item.shape) for item in metadata.inputs],
+            outputs=[tensor(name=item.name, datatype=item.datatype, shape=item.shape) for item in metadata.outputs],
+            properties=metadata.properties,
+        )
+
+    async def model_infer(self, request: pb.ModelInferRequest, stream_field: int | None = None) -> bytes:
+        app = self.app
+        model = app.repository.get(request.model_name, request.model_version or None)
+        if not model.ready:
+            await model.ensure_ready()
+        times = RequestTimes(start=now())
+        status, size = 500, 0
+        try:
+            decoded, typed = decode_request(request, model)
+            times.decoded = now()
+            try:
+                result = await app.call(model, decoded, times)
+                returned = now()
+                times.returned = True
+                outputs, parameters = model_outputs(model, decoded, result)
+                response, raw = encode_response(model, decoded, outputs, parameters, typed)
+                body = serialize(response, raw, stream_field)
+            except OIPError:
+                if times.called:  # the model ran, or was about to: its failure, counted once
+                    model.statistics.failed(times, now())
+                raise
+            built = now()
+            times.output = built - returned
+            model.statistics.succeeded(times, built)
+            status, size = 200, len(body)
+            return body
+        except OIPError as error:
+            status = error.status_code
+            raise
+        finally:
+            if app.access_log:
+                _log_access(model, status, request.ByteSize(), size, times)
+
+    async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
+        """Triton's streaming extension: every request answered in order, a failed one in its error_message."""
+        loop = asyncio.get_running_loop()
+        pending: asyncio.Queue[asyncio.Task[bytes] | None] = asyncio.Queue()
+        window = asyncio.Semaphore(STREAM_WINDOW)
+
+        async def read() -> None:
+            try:
+                async for body in requests:
+                    await window.acquire()
+                    pending.put_nowait(loop.create_task(self._stream_one(body)))
+            finally:
+                pending.put_nowait(None)
+
+        reader = loop.create_task(read())
+        try:
+            while (task := await pending.get()) is not None:
+                yield await task
+                window.release()
+            await reader  # the client's half ended, or broke: its error ends the call
+        finally:
+            reader.cancel()
+            while not pending.empty():
+                left = pending.get_nowait()
+                if left is not None:
+                    left.cancel()
+
+    async def _stream_one(self, body: bytes) -> bytes:
+        request = None
+        try:
+            request = _parse(pb.ModelInferRequest, body)
+            return await self.model_infer(request, _STREAM_RESPONSE_FIELD)
+        except OIPError as exc:
+            error = exc.public(self.app.expose_errors)
+        except Exception:
+            logger.exception("unhandled error serving gRPC ModelStreamInfer")
+            error = _internal_error()
+        failed = pb.ModelStreamInferResponse(error_message=error.message)
+        if request is not None:  # the id, so that a client matches the error to its request
+            failed.infer_response.id = request.id
+            failed.infer_response.model_name = request.model_name
+            failed.infer_response.model_version = request.model_version
+        return failed.SerializeToString()
