@@ -1,0 +1,674 @@
+"""oip_asgi.grpc in-process: every RPC, both content forms, every error code, and hostile messages."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+grpc = pytest.importorskip("grpc")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import oip_asgi  # noqa: E402
+import oip_asgi.grpc  # noqa: E402
+from oip_asgi import BadRequest, Model, ModelNotReady, NotFound, OIPError, Result, TensorSpec  # noqa: E402
+from oip_asgi.grpc import inference_pb2 as pb  # noqa: E402
+from oip_asgi.grpc import inference_pb2_grpc  # noqa: E402
+from oip_asgi.grpc._service import status_code  # noqa: E402
+
+from ._grpc import INFER, TYPED_FIELDS, grpc_server, output_array, request  # noqa: E402
+from .strategies import tensors  # noqa: E402
+
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+ANIMALS = ["cat", "dog", "bird"]
+
+
+def echo(**inputs: np.ndarray) -> dict[str, np.ndarray]:
+    return inputs
+
+
+def echo_parameters(X: np.ndarray, parameters: dict[str, Any]) -> Result:
+    return Result({"Y": X}, parameters=dict(parameters), output_parameters={"Y": {"rows": len(X), "big": 2**63}})
+
+
+def fails(X: np.ndarray) -> np.ndarray:
+    raise ValueError("no luck")
+
+
+def refuses(X: np.ndarray) -> np.ndarray:
+    raise BadRequest("X must be positive")
+
+
+def gone(X: np.ndarray) -> np.ndarray:
+    raise NotFound("the lookup table has no such key")
+
+
+def busy(X: np.ndarray) -> np.ndarray:
+    raise ModelNotReady("warming up")
+
+
+def teapot(X: np.ndarray) -> np.ndarray:
+    raise type("Teapot", (OIPError,), {"status_code": 418})("short and stout")
+
+
+def broken_load() -> None:
+    raise RuntimeError("weights missing")
+
+
+def scores(X: np.ndarray) -> np.ndarray:
+    return X
+
+
+def one_spec(datatype: str) -> Model:
+    return Model(echo, inputs=[TensorSpec("X", datatype, [-1])], outputs=[TensorSpec("X", datatype, [-1])])
+
+
+MODELS: dict[str, Any] = {
+    "echo": echo,
+    "parameters": Model(
+        echo_parameters, inputs=[TensorSpec("X", "FP32", [-1])], outputs=[TensorSpec("Y", "FP32", [-1])]
+    ),
+    "fails": fails,
+    "refuses": refuses,
+    "gone": gone,
+    "busy": busy,
+    "teapot": teapot,
+    "broken": Model(scores, load=broken_load),
+    "versioned": [Model(lambda X: X + 1, version="1"), Model(lambda X: X + 2, version="2")],
+    "described": Model(
+        scores,
+        inputs=[TensorSpec("X", "FP32", [-1, 3])],
+        outputs=[TensorSpec("X", "FP32", [-1, 3])],
+        properties={"task": "classification", "owner": "tests"},
+        platform="numpy",
+        labels=ANIMALS,
+    ),
+    "int8": one_spec("INT8"),
+}
+
+
+@pytest.fixture(scope="module")
+def app() -> oip_asgi.OIPApp:
+    return oip_asgi.oip_app(MODELS)
+
+
+@pytest.fixture(scope="module")
+def address(app: oip_asgi.OIPApp) -> Iterator[str]:
+    with grpc_server(app, health=True, reflection=True) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def channel(address: str) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(address) as channel:
+        yield channel
+
+
+@pytest.fixture(scope="module")
+def stub(channel: grpc.Channel) -> inference_pb2_grpc.GRPCInferenceServiceStub:
+    return inference_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+
+def refused(call: Any, message: Any) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as raised:
+        call(message, timeout=10)
+    error: grpc.RpcError = raised.value
+    return error
+
+
+def assert_refused(call: Any, message: Any, code: grpc.StatusCode, text: str) -> None:
+    error = refused(call, message)
+    assert (error.code(), text in error.details()) == (code, True), error.details()
+
+
+# -- health and metadata ------------------------------------------------------------------------
+
+
+def test_health(stub: inference_pb2_grpc.GRPCInferenceServiceStub, app: oip_asgi.OIPApp) -> None:
+    assert stub.ServerLive(pb.ServerLiveRequest()).live
+    assert stub.ServerReady(pb.ServerReadyRequest()).ready is False  # "broken" never loads, as REST says too
+    assert stub.ModelReady(pb.ModelReadyRequest(name="echo")).ready
+    assert stub.ModelReady(pb.ModelReadyRequest(name="versioned", version="1")).ready
+
+
+@pytest.mark.parametrize(("name", "version"), [("missing", ""), ("", ""), ("versioned", "3"), ("broken", "")], ids=str)
+def test_model_ready_is_false_not_an_error(
+    stub: inference_pb2_grpc.GRPCInferenceServiceStub, name: str, version: str
+) -> None:
+    # As Triton: tritonclient's is_model_ready reads ready=false from an OK answer.
+    assert stub.ModelReady(pb.ModelReadyRequest(name=name, version=version)).ready is False
+
+
+def test_server_metadata(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    metadata = stub.ServerMetadata(pb.ServerMetadataRequest())
+    assert metadata.name == "oip-asgi" and metadata.version == oip_asgi.__version__
+    assert {"binary_tensor_data", "classification"} <= set(metadata.extensions)
+
+
+def test_model_metadata_with_properties(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    metadata = stub.ModelMetadata(pb.ModelMetadataRequest(name="described"))
+    assert (metadata.name, list(metadata.versions), metadata.platform) == ("described", ["1"], "numpy")
+    assert [(t.name, t.datatype, list(t.shape)) for t in metadata.inputs] == [("X", "FP32", [-1, 3])]
+    assert dict(metadata.properties) == {"task": "classification", "owner": "tests"}
+    assert list(stub.ModelMetadata(pb.ModelMetadataRequest(name="versioned", version="1")).versions) == ["1", "2"]
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "text"),
+    [
+        ("missing", "", "unknown model 'missing'"),
+        ("", "", "unknown model ''"),
+        ("versioned", "7", "model 'versioned' has no version '7' (versions: 1, 2)"),
+    ],
+    ids=["unknown", "empty", "version"],
+)
+def test_unknown_models_are_not_found(
+    stub: inference_pb2_grpc.GRPCInferenceServiceStub, name: str, version: str, text: str
+) -> None:
+    assert_refused(
+        stub.ModelMetadata, pb.ModelMetadataRequest(name=name, version=version), grpc.StatusCode.NOT_FOUND, text
+    )
+    infer = request(name, ("X", "FP32", np.zeros(1, np.float32)), model_version=version)
+    assert_refused(stub.ModelInfer, infer, grpc.StatusCode.NOT_FOUND, text)
+
+
+# -- inference ----------------------------------------------------------------------------------
+
+
+def test_versions_and_id(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    x = np.arange(3, dtype=np.int64)
+    for version, added in (("1", 1), ("2", 2), ("", 2)):
+        response = stub.ModelInfer(request("versioned", ("X", "INT64", x), model_version=version, id="req-9"))
+        assert (response.model_name, response.model_version, response.id) == ("versioned", version or "2", "req-9")
+        np.testing.assert_array_equal(output_array(response, "OUTPUT0", np.int64), x + added)
+    assert stub.ModelInfer(request("versioned", ("X", "INT64", x))).id == ""
+
+
+def test_parameters_reach_the_model_as_rests_do(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    message = request("parameters", ("X", "FP32", np.ones(2, np.float32)))
+    message.parameters["flag"].bool_param = True
+    message.parameters["count"].int64_param = -3
+    message.parameters["name"].string_param = "ünï"
+    message.parameters["ratio"].double_param = 0.25
+    message.parameters["huge"].uint64_param = 2**64 - 1
+    response = stub.ModelInfer(message)
+    echoed = {name: getattr(value, value.WhichOneof("parameter_choice")) for name, value in response.parameters.items()}
+    assert echoed == {"flag": True, "count": -3, "name": "ünï", "ratio": 0.25, "huge": 2**64 - 1}
+    assert response.parameters["count"].WhichOneof("parameter_choice") == "int64_param"
+    assert response.parameters["huge"].WhichOneof("parameter_choice") == "uint64_param"
+    own = response.outputs[0].parameters
+    assert (own["rows"].int64_param, own["big"].uint64_param) == (2, 2**63)
+
+
+def test_a_parameter_without_a_value_is_refused(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    message = request("parameters", ("X", "FP32", np.ones(2, np.float32)))
+    message.parameters["empty"].SetInParent()
+    assert_refused(stub.ModelInfer, message, INVALID, "parameter 'empty' has no value")
+
+
+def test_classification_with_labels(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    x = np.array([[0.1, 0.7, 0.2], [0.9, 0.05, 0.05]], dtype=np.float32)
+    message = request("described", ("X", "FP32", x))
+    message.outputs.add(name="X").parameters["classification"].int64_param = 2
+    response = stub.ModelInfer(message)
+    assert (response.outputs[0].datatype, list(response.outputs[0].shape)) == ("BYTES", [2, 2])
+    assert output_array(response, "X").ravel().tolist() == [
+        b"0.7:1:dog", b"0.2:2:bird", b"0.9:0:cat", b"0.05:1:dog"
+    ]  # fmt: skip
+    message.outputs[0].parameters["classification"].int64_param = 9  # k is capped at the classes there are
+    assert list(stub.ModelInfer(message).outputs[0].shape) == [2, 3]
+
+
+@pytest.mark.parametrize(
+    "set_value",
+    [
+        lambda p: setattr(p, "int64_param", -1),
+        lambda p: setattr(p, "int64_param", 0),
+        lambda p: setattr(p, "double_param", 2.0),
+        lambda p: setattr(p, "string_param", "2"),
+        lambda p: p.SetInParent(),
+    ],
+    ids=["negative", "zero", "double", "string", "empty"],
+)
+def test_classification_must_be_a_positive_integer(
+    stub: inference_pb2_grpc.GRPCInferenceServiceStub, set_value: Any
+) -> None:
+    message = request("described", ("X", "FP32", np.zeros((1, 3), np.float32)))
+    set_value(message.outputs.add(name="X").parameters["classification"])
+    assert_refused(stub.ModelInfer, message, INVALID, "output 'X': parameter classification must be a positive integer")
+
+
+def test_typed_contents_both_ways(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    x = np.array([[1, -2], [3, 4]], dtype=np.int16)
+    message = request("echo", ("A", "INT16", x), ("B", "BYTES", np.array([b"a", b""], dtype=object)), typed=True)
+    response = stub.ModelInfer(message)
+    assert len(response.raw_output_contents) == 2  # raw by default, whatever the request sent
+    message.parameters[oip_asgi.grpc.TYPED_OUTPUTS].bool_param = True
+    response = stub.ModelInfer(message)
+    assert not response.raw_output_contents
+    assert list(response.outputs[0].contents.int_contents) == [1, -2, 3, 4]
+    assert list(response.outputs[1].contents.bytes_contents) == [b"a", b""]
+
+
+def test_typed_outputs_of_a_16_bit_float_are_refused(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    message = request("echo", ("A", "FP16", np.ones(2, np.float16)))
+    message.parameters[oip_asgi.grpc.TYPED_OUTPUTS].bool_param = True
+    assert_refused(stub.ModelInfer, message, INVALID, "output 'A' is FP16, which has no typed contents")
+    message.parameters[oip_asgi.grpc.TYPED_OUTPUTS].string_param = "yes"
+    assert_refused(stub.ModelInfer, message, INVALID, "parameter typed_output_contents must be a boolean, got 'yes'")
+
+
+def test_bf16_through_raw_contents(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.array([1.5, -2.0, 3.25], dtype=ml_dtypes.bfloat16)
+    response = stub.ModelInfer(request("echo", ("X", "BF16", x)))
+    assert response.outputs[0].datatype == "BF16"
+    assert response.raw_output_contents[0] == x.tobytes()
+
+
+@given(tensor=tensors(), typed_in=st.booleans(), typed_out=st.booleans())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_valid_requests_round_trip(
+    stub: inference_pb2_grpc.GRPCInferenceServiceStub, tensor: tuple[str, np.ndarray], typed_in: bool, typed_out: bool
+) -> None:
+    datatype, array = tensor
+    typed_in = typed_in and datatype in TYPED_FIELDS
+    typed_out = typed_out and datatype in TYPED_FIELDS
+    message = request("echo", ("T", datatype, array), typed=typed_in, id="round-trip")
+    message.parameters[oip_asgi.grpc.TYPED_OUTPUTS].bool_param = typed_out
+    response = stub.ModelInfer(message, timeout=10)
+    assert (response.id, response.outputs[0].datatype, list(response.outputs[0].shape)) == (
+        "round-trip", datatype, list(array.shape)
+    )  # fmt: skip
+    back = output_array(response, "T", array.dtype)
+    if datatype == "BYTES":
+        assert back.tolist() == array.tolist()
+    else:
+        assert back.astype(array.dtype).tobytes() == array.tobytes()
+
+
+# -- refusals -----------------------------------------------------------------------------------
+
+F = np.zeros(4, np.float32)
+RAW_F = F.tobytes()
+
+
+def tensor(
+    name: str = "X", datatype: str = "FP32", shape: Any = (4,), **fields: Any
+) -> pb.ModelInferRequest.InferInputTensor:
+    return pb.ModelInferRequest.InferInputTensor(name=name, datatype=datatype, shape=shape, **fields)
+
+
+def typed(**contents: Any) -> pb.InferTensorContents:
+    return pb.InferTensorContents(**contents)
+
+
+# Each: the request, and a piece of the message it is refused with (INVALID_ARGUMENT).
+BAD_REQUESTS: dict[str, tuple[pb.ModelInferRequest, str]] = {
+    "wrong datatype for the spec": (
+        pb.ModelInferRequest(model_name="int8", inputs=[tensor("X", "INT16", (1,))], raw_input_contents=[b"\0\0"]),
+        "input 'X' has datatype INT16, model 'int8' expects INT8",
+    ),
+    "wrong shape for the spec": (
+        pb.ModelInferRequest(model_name="described", inputs=[tensor(shape=(1, 4))], raw_input_contents=[RAW_F]),
+        "input 'X' has shape [1, 4], model 'described' expects [-1, 3]",
+    ),
+    "unknown datatype": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor(datatype="FP8")], raw_input_contents=[RAW_F]),
+        "input 'X' has datatype 'FP8'; the datatypes are",
+    ),
+    "negative dimension": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor(shape=(-4,))], raw_input_contents=[RAW_F]),
+        "dimensions cannot be negative",
+    ),
+    "65 dimensions": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor(shape=(1,) * 65)], raw_input_contents=[b"\0" * 4]),
+        "has 65 dimensions; at most 64 are supported",
+    ),
+    "more bytes than int64 counts": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor(shape=(2**62, 4))], raw_input_contents=[RAW_F]),
+        "holds more bytes than int64 can count",
+    ),
+    "missing input": (pb.ModelInferRequest(model_name="described"), "missing input 'X' for model 'described'"),
+    "unknown input": (
+        pb.ModelInferRequest(model_name="int8", inputs=[tensor("Y", "INT8", (1,))], raw_input_contents=[b"\0"]),
+        "unexpected input 'Y'; model 'int8' takes X",
+    ),
+    "input twice": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor(), tensor()], raw_input_contents=[RAW_F, RAW_F]),
+        "input 'X' appears more than once",
+    ),
+    "unknown output": (
+        pb.ModelInferRequest(
+            model_name="int8",
+            inputs=[tensor("X", "INT8", (1,))],
+            raw_input_contents=[b"\0"],
+            outputs=[pb.ModelInferRequest.InferRequestedOutputTensor(name="Z")],
+        ),
+        "unknown output 'Z'; model 'int8' produces X",
+    ),
+    "raw too short": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor()], raw_input_contents=[RAW_F[:-4]]),
+        "raw_input_contents holds 12 bytes, but FP32 of shape [4] takes 16 bytes",
+    ),
+    "raw too long": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor()], raw_input_contents=[RAW_F + b"\0"]),
+        "raw_input_contents holds 17 bytes",
+    ),
+    "raw partial element": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor(shape=(1,))], raw_input_contents=[b"\0\0"]),
+        "holds 2 bytes, but FP32 of shape [1] takes 4 bytes",
+    ),
+    "too few raw contents": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor("A"), tensor("B")], raw_input_contents=[RAW_F]),
+        "the request has 1 raw_input_contents for 2 inputs",
+    ),
+    "more raw contents than inputs": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor()], raw_input_contents=[RAW_F, RAW_F]),
+        "the request has 2 raw_input_contents for 1 inputs",
+    ),
+    "no data": (pb.ModelInferRequest(model_name="echo", inputs=[tensor()]), "input 'X' has no data"),
+    "raw and typed together": (
+        pb.ModelInferRequest(
+            model_name="echo", inputs=[tensor(contents=typed(fp32_contents=[0] * 4))], raw_input_contents=[RAW_F]
+        ),
+        "input 'X' has typed contents, but the request has raw_input_contents",
+    ),
+    "typed count": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor(contents=typed(fp32_contents=[0] * 3))]),
+        "input 'X': fp32_contents holds 3 elements, shape [4] needs 4",
+    ),
+    "wrong typed field": (
+        pb.ModelInferRequest(model_name="echo", inputs=[tensor(contents=typed(fp64_contents=[0] * 4))]),
+        "input 'X' is FP32, whose typed contents are fp32_contents, not fp64_contents",
+    ),
+    "typed FP16": (
+        pb.ModelInferRequest(
+            model_name="echo", inputs=[tensor(datatype="FP16", contents=typed(fp32_contents=[0] * 4))]
+        ),
+        "input 'X' is FP16, which has no typed contents; send raw_input_contents",
+    ),
+    "INT8 -129": (
+        pb.ModelInferRequest(
+            model_name="echo", inputs=[tensor(datatype="INT8", shape=(2,), contents=typed(int_contents=[1, -129]))]
+        ),
+        "input 'X': INT8 element 1 is -129, out of range [-128, 127]",
+    ),
+    "UINT8 256": (
+        pb.ModelInferRequest(
+            model_name="echo", inputs=[tensor(datatype="UINT8", shape=(1,), contents=typed(uint_contents=[256]))]
+        ),
+        "UINT8 element 0 is 256, out of range [0, 255]",
+    ),
+    "INT16 40000": (
+        pb.ModelInferRequest(
+            model_name="echo", inputs=[tensor(datatype="INT16", shape=(1,), contents=typed(int_contents=[40000]))]
+        ),
+        "INT16 element 0 is 40000, out of range [-32768, 32767]",
+    ),
+    "BOOL byte 2": (
+        pb.ModelInferRequest(
+            model_name="echo", inputs=[tensor(datatype="BOOL", shape=(1,))], raw_input_contents=[b"\2"]
+        ),
+        "BOOL bytes must be 0 or 1",
+    ),
+    "BYTES length past the end": (
+        pb.ModelInferRequest(
+            model_name="echo", inputs=[tensor(datatype="BYTES", shape=(1,))], raw_input_contents=[b"\xff\0\0\0ab"]
+        ),
+        "element 0 claims 255 bytes, only 2 remain",
+    ),
+    "BYTES lying shape": (
+        pb.ModelInferRequest(
+            model_name="echo", inputs=[tensor(datatype="BYTES", shape=(2**40,))], raw_input_contents=[b"\0" * 8]
+        ),
+        "8 bytes cannot hold 1099511627776 BYTES elements",
+    ),
+    "not a protobuf": (None, "the request is not a valid ModelInferRequest"),  # sent as raw bytes below
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_REQUESTS), ids=str)
+def test_bad_requests_are_invalid_argument_with_rests_message(channel: grpc.Channel, case: str) -> None:
+    message, text = BAD_REQUESTS[case]
+    body = b"\x0a\xff\xff\xff\xff\x0f" if message is None else message.SerializeToString()
+    call = channel.unary_unary(INFER)
+    tracemalloc.start()
+    try:
+        error = refused(call, body)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (error.code(), text in error.details()) == (INVALID, True), error.details()
+    assert peak < 4 * 2**20  # no claimed shape allocated
+
+
+@pytest.mark.parametrize(
+    ("model", "code", "text"),
+    [
+        ("fails", grpc.StatusCode.INTERNAL, "model 'fails' raised ValueError: no luck"),
+        ("refuses", INVALID, "X must be positive"),
+        ("gone", grpc.StatusCode.NOT_FOUND, "the lookup table has no such key"),
+        ("busy", grpc.StatusCode.UNAVAILABLE, "warming up"),
+        ("teapot", INVALID, "short and stout"),
+        (
+            "broken",
+            grpc.StatusCode.UNAVAILABLE,
+            "model 'broken' version 1 failed to load: RuntimeError: weights missing",
+        ),
+    ],
+    ids=str,
+)
+def test_model_errors_keep_their_meaning(
+    stub: inference_pb2_grpc.GRPCInferenceServiceStub, model: str, code: grpc.StatusCode, text: str
+) -> None:
+    assert_refused(stub.ModelInfer, request(model, ("X", "FP32", F)), code, text)
+
+
+def test_status_codes_follow_the_error_classes() -> None:
+    expected = {
+        oip_asgi.BadRequest: "INVALID_ARGUMENT", oip_asgi.NotFound: "NOT_FOUND",
+        oip_asgi.PayloadTooLarge: "RESOURCE_EXHAUSTED", oip_asgi.ModelError: "INTERNAL",
+        oip_asgi.ModelNotReady: "UNAVAILABLE", oip_asgi.LengthRequired: "INVALID_ARGUMENT",
+        oip_asgi.UnsupportedMediaType: "INVALID_ARGUMENT", oip_asgi.OIPError: "INTERNAL",
+    }  # fmt: skip
+    assert {cls: status_code(cls("x")).name for cls in expected} == expected
+
+
+# -- hostile messages ---------------------------------------------------------------------------
+
+VALID = request(
+    "echo", ("A", "FP32", np.arange(6, dtype=np.float32).reshape(2, 3)), ("B", "BYTES", np.array([b"xy"], dtype=object))
+)
+VALID_BODY = VALID.SerializeToString()
+SURVIVABLE = {grpc.StatusCode.OK, INVALID, grpc.StatusCode.NOT_FOUND}
+
+
+def outcome(channel: grpc.Channel, body: bytes) -> grpc.StatusCode:
+    try:
+        channel.unary_unary(INFER)(body, timeout=10)
+    except grpc.RpcError as error:
+        return error.code()  # type: ignore[no-any-return]
+    return grpc.StatusCode.OK
+
+
+def test_every_truncation_is_refused_or_harmless(channel: grpc.Channel) -> None:
+    codes = {cut: outcome(channel, VALID_BODY[:cut]) for cut in range(len(VALID_BODY))}
+    assert set(codes.values()) <= SURVIVABLE
+    raw_start = VALID_BODY.index(VALID.raw_input_contents[0]) - 2  # the raw contents are the last fields
+    assert {codes[cut] for cut in range(raw_start + 1, len(VALID_BODY))} == {INVALID}
+    assert outcome(channel, VALID_BODY) == grpc.StatusCode.OK
+
+
+@given(
+    flips=st.lists(st.tuples(st.integers(0, len(VALID_BODY) - 1), st.integers(0, 255)), min_size=1, max_size=6),
+    extra=st.binary(max_size=16),
+)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_mutated_requests_never_crash_the_server(
+    channel: grpc.Channel, flips: list[tuple[int, int]], extra: bytes
+) -> None:
+    body = bytearray(VALID_BODY)
+    for position, value in flips:
+        body[position] = value
+    assert outcome(channel, bytes(body) + extra) in SURVIVABLE
+
+
+def test_a_shape_of_2_to_the_62_with_tiny_data_allocates_nothing(channel: grpc.Channel) -> None:
+    lying = pb.ModelInferRequest(model_name="echo", inputs=[tensor(datatype="UINT8", shape=(2**31, 2**31))])
+    lying.raw_input_contents.append(b"\0" * 64)
+    assert outcome(channel, lying.SerializeToString()) == INVALID
+
+
+# -- the server's options -----------------------------------------------------------------------
+
+
+def test_messages_past_the_limit_are_resource_exhausted() -> None:
+    app = oip_asgi.oip_app({"echo": echo}, max_body_size=2**20)
+    big = np.zeros(2**20 // 4, np.float32)  # the REST limit's worth of tensor: gRPC takes it too
+    with grpc_server(app) as address, grpc.insecure_channel(address) as channel:
+        stub = inference_pb2_grpc.GRPCInferenceServiceStub(channel)
+        assert stub.ModelInfer(request("echo", ("X", "FP32", big))).outputs[0].shape == [big.size]
+        error = refused(stub.ModelInfer, request("echo", ("X", "FP32", np.zeros(2**19, np.float32))))
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_expose_errors_false_hides_the_models_text() -> None:
+    app = oip_asgi.oip_app({"fails": fails}, expose_errors=False)
+    with grpc_server(app) as address, grpc.insecure_channel(address) as channel:
+        error = refused(
+            inference_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer, request("fails", ("X", "FP32", F))
+        )
+    assert error.code() == grpc.StatusCode.INTERNAL
+    assert "no luck" not in error.details() and "error id" in error.details()
+
+
+def test_interceptors_see_every_call() -> None:
+    seen: list[str] = []
+
+    class Recorder(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+        async def intercept_service(self, continuation: Any, details: Any) -> Any:
+            seen.append(details.method)
+            return await continuation(details)
+
+    with grpc_server(oip_asgi.oip_app({"echo": echo}), interceptors=[Recorder()]) as address:
+        with grpc.insecure_channel(address) as channel:
+            inference_pb2_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest())
+    assert seen == ["/inference.GRPCInferenceService/ServerLive"]
+
+
+def test_tls(tmp_path: Path) -> None:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
+        capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip(f"openssl could not make a certificate: {made.stderr.decode()[-200:]}")
+    credentials = grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
+    with grpc_server(oip_asgi.oip_app({"echo": echo}), credentials=credentials) as address:
+        port = address.rsplit(":", 1)[1]
+        secure = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        with grpc.secure_channel(f"localhost:{port}", secure) as channel:
+            assert inference_pb2_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest()).live
+        with grpc.insecure_channel(address) as channel:  # plaintext is not served
+            error = refused(inference_pb2_grpc.GRPCInferenceServiceStub(channel).ServerLive, pb.ServerLiveRequest())
+            assert error.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_health_checking(channel: grpc.Channel) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    health = health_pb2_grpc.HealthStub(channel)
+    serving = health_pb2.HealthCheckResponse.SERVING
+    assert health.Check(health_pb2.HealthCheckRequest(service="")).status == serving
+    assert health.Check(health_pb2.HealthCheckRequest(service="liveness")).status == serving
+    # The module's app holds a model that never loads: never ready, as ServerReady says.
+    for service in ("readiness", "inference.GRPCInferenceService"):
+        status = health.Check(health_pb2.HealthCheckRequest(service=service)).status
+        assert status == health_pb2.HealthCheckResponse.NOT_SERVING
+    error = refused(health.Check, health_pb2.HealthCheckRequest(service="other"))
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_health_says_serving_once_loaded() -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    app = oip_asgi.oip_app({"echo": echo})
+    with grpc_server(app, health=True) as address, grpc.insecure_channel(address) as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="readiness"))
+        assert check.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_reflection_describes_the_service(channel: grpc.Channel) -> None:
+    from google.protobuf.descriptor_pool import DescriptorPool
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+    database = ProtoReflectionDescriptorDatabase(channel)
+    assert {"inference.GRPCInferenceService", "grpc.health.v1.Health"} <= set(database.get_services())
+    service = DescriptorPool(database).FindServiceByName("inference.GRPCInferenceService")
+    assert "ModelStreamInfer" in [method.name for method in service.methods]
+
+
+@pytest.mark.anyio
+async def test_serving_stops_gracefully_and_lets_calls_in_flight_finish() -> None:
+    async def slow(X: np.ndarray) -> np.ndarray:
+        await asyncio.sleep(0.3)
+        return X
+
+    app = oip_asgi.oip_app({"slow": slow})
+    async with oip_asgi.grpc.serving(app, "127.0.0.1:0", grace=5) as port:
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        call = inference_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request("slow", ("X", "FP32", F)))
+        await asyncio.sleep(0.1)  # the call is in flight when the block ends
+    response = await call
+    np.testing.assert_array_equal(output_array(response, "OUTPUT0", np.float32), F)
+    await channel.close()
+    app.pool.shutdown()
+
+
+@pytest.mark.anyio
+async def test_a_port_in_use_fails_to_serve() -> None:
+    app = oip_asgi.oip_app({"echo": echo})
+    async with oip_asgi.grpc.serving(app, "127.0.0.1:0") as port:
+        with pytest.raises(RuntimeError):
+            async with oip_asgi.grpc.serving(app, f"127.0.0.1:{port}", options=[("grpc.so_reuseport", 0)]):
+                pass
+
+
+def test_server_is_unstarted_for_services_of_ones_own() -> None:
+    async def main() -> bool:
+        server = oip_asgi.grpc.server(oip_asgi.oip_app({"echo": echo}))
+        port = oip_asgi.grpc.bind(server, "127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                live = await inference_pb2_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest())
+                return bool(live.live)
+        finally:
+            await server.stop(None)
+
+    assert asyncio.run(main())
+    with pytest.raises(ValueError, match="max_message_size"):
+        oip_asgi.grpc.server(oip_asgi.oip_app({}), max_message_size=0)
+
+
+def test_raw_contents_are_views_of_the_message() -> None:
+    seen: dict[str, Any] = {}
+
+    def look(X: np.ndarray) -> np.ndarray:
+        seen["writeable"] = X.flags.writeable
+        return X
+
+    app = oip_asgi.oip_app({"look": look})
+    with grpc_server(app) as address, grpc.insecure_channel(address) as channel:
+        inference_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request("look", ("X", "FP32", F)))
+    assert seen == {"writeable": False}
