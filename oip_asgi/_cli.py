@@ -321,7 +321,7 @@ def serve(args: argparse.Namespace) -> int:
                 f"--grpc-port needs the gRPC half, which this installation lacks ({exc}): pip install 'oip-asgi[grpc]'"
             )
             return USAGE
-        grpc_address = f"{args.host}:{args.grpc_port}"
+        grpc_address = f"[{args.host}]:{args.grpc_port}" if ":" in args.host else f"{args.host}:{args.grpc_port}"
     if args.metrics_port is not None:
         try:
             importlib.import_module("prometheus_client")

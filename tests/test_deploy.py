@@ -117,7 +117,7 @@ def test_inference_service_uses_the_runtime_and_its_protocol() -> None:
     model = inference_service()["spec"]["predictor"]["model"]
     assert model["runtime"] == runtime()["metadata"]["name"]
     assert model["modelFormat"]["name"] in [form["name"] for form in spec["supportedModelFormats"]]
-    assert model["protocolVersion"] == "v2" and "v2" in spec["protocolVersions"]
+    assert model["protocolVersion"] == "v2" and {"v2", "grpc-v2"} <= set(spec["protocolVersions"])
 
 
 # The runtime and the image agree
@@ -140,7 +140,7 @@ def test_runtime_runs_the_images_command_on_kserves_ports() -> None:
     args = parser().parse_args(container["args"])  # every option is one the command has
     assert args.host == "0.0.0.0"
     ports = {port["name"]: port["containerPort"] for port in container["ports"]}
-    assert ports == {"http1": args.port} == {"http1": 8080}
+    assert ports == {"http1": args.port, "h2c": args.grpc_port} == {"http1": 8080, "h2c": 8081}
     for probe, path in [("startupProbe", "live"), ("livenessProbe", "live"), ("readinessProbe", "ready")]:
         assert container[probe]["httpGet"] == {"path": f"/v2/health/{path}", "port": args.port}
     assert container["image"].endswith(f"/oip-asgi:{__version__}")
@@ -165,9 +165,28 @@ def test_the_images_command_serves_its_module_laid_out_as_in_the_image(tmp_path:
     """What `docker run` would run: CMD in WORKDIR, beside models.py copied from MODELS."""
     image = dockerfile()
     shutil.copy(ROOT / image["ARG"]["MODELS"], tmp_path / "models.py")
-    port = free_port()
-    command = [{"0.0.0.0": HOST, "8080": str(port)}.get(part, part) for part in image["CMD"]]
+    port, grpc_port = free_port(), free_port()
+    ports = {"0.0.0.0": HOST, "8080": str(port), "8081": str(grpc_port)}
+    command = [ports.get(part, part) for part in image["CMD"]]
     argv = ["-m", "oip_asgi", *command, "--app-dir", str(tmp_path)]  # the image's WORKDIR, as "." is there
     assert image["ENTRYPOINT"] == ["oip-asgi"] and image["WORKDIR"] == "/srv"
     with serving(argv, port) as server:
         triton_round_trip(server.address)
+        grpc_round_trip(f"{HOST}:{grpc_port}")
+
+
+def grpc_round_trip(address: str) -> None:
+    import numpy as np
+
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    client = grpcclient.InferenceServerClient(address)
+    try:
+        assert client.is_server_ready() and client.is_model_ready("simple")
+        a = np.arange(32, dtype=np.int32).reshape(2, 16)
+        inputs = [grpcclient.InferInput(name, [2, 16], "INT32") for name in ("INPUT0", "INPUT1")]
+        for tensor in inputs:
+            tensor.set_data_from_numpy(a)
+        result = client.infer("simple", inputs)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), 2 * a)
+    finally:
+        client.close()
