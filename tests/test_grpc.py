@@ -58,6 +58,11 @@ def teapot(X: np.ndarray) -> np.ndarray:
     raise type("Teapot", (OIPError,), {"status_code": 418})("short and stout")
 
 
+async def sleepy(X: np.ndarray) -> np.ndarray:
+    await asyncio.sleep(float(X[0]))
+    return X
+
+
 def broken_load() -> None:
     raise RuntimeError("weights missing")
 
@@ -91,6 +96,7 @@ MODELS: dict[str, Any] = {
         labels=ANIMALS,
     ),
     "int8": one_spec("INT8"),
+    "sleepy": sleepy,
 }
 
 
@@ -292,6 +298,29 @@ def test_valid_requests_round_trip(
         assert back.tolist() == array.tolist()
     else:
         assert back.astype(array.dtype).tobytes() == array.tobytes()
+
+
+def test_stream_answers_in_order_with_ids_and_stays_open(channel: grpc.Channel) -> None:
+    stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")
+    delays = [0.3, 0.0, 0.1]  # the first takes longest: answers still come in request order
+    bodies = [request("sleepy", ("X", "FP32", np.array([d], np.float32)), id=f"s{i}") for i, d in enumerate(delays)]
+    sent = [
+        bodies[0].SerializeToString(),
+        request("missing", ("X", "FP32", F), id="lost").SerializeToString(),
+        bodies[1].SerializeToString(),
+        b"\x0a\xff\xff",  # not a message at all
+        request("echo", ("X", "FP16", F), typed=False, id="short").SerializeToString(),  # 16 bytes for FP16 [4]
+        bodies[2].SerializeToString(),
+    ]
+    answers = [pb.ModelStreamInferResponse.FromString(body) for body in stream(iter(sent), timeout=10)]
+    assert [answer.infer_response.id for answer in answers] == ["s0", "lost", "s1", "", "short", "s2"]
+    assert [bool(answer.error_message) for answer in answers] == [False, True, False, True, True, False]
+    assert answers[1].error_message.startswith("unknown model 'missing'")
+    assert answers[1].infer_response.model_name == "missing"
+    assert "not a valid ModelInferRequest" in answers[3].error_message
+    assert "raw_input_contents holds 16 bytes, but FP16 of shape [4] takes 8 bytes" in answers[4].error_message
+    for answer, delay in zip([answers[0], answers[2], answers[5]], delays, strict=True):
+        assert output_array(answer.infer_response, "OUTPUT0", np.float32).tolist() == [np.float32(delay)]
 
 
 # -- refusals -----------------------------------------------------------------------------------

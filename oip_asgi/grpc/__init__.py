@@ -13,4 +13,4 @@ from ._codec import TYPED_OUTPUTS
 from ._server import DEFAULT_ADDRESS, bind, server, serving
 from ._service import STATUS_CODES, InferenceService
 
-__all__ = ["DEFAULT_ADDRESS", "STATUS_CODES", "TYPED_OUTPUTS", "InferenceService", "bind", "server", "serving"]
+__all__ = ["DEFAULT_ADDRESS", "InferenceService", "STATUS_CODES", "TYPED_OUTPUTS", "bind", "server", "serving"]
