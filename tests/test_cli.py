@@ -43,7 +43,11 @@ def served(target: str, *options: str, events: Path | None = None, **kwargs: Any
     with serving(
         command(target, "--port", str(port), *options), port, env={**env, **kwargs.pop("env", {})}, **kwargs
     ) as server:
-        yield server
+        try:
+            yield server
+        except BaseException:
+            print(server.output())  # pytest shows it beside the failure
+            raise
 
 
 def run(*arguments: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -403,9 +407,7 @@ SUCCESS = 'nv_inference_request_success{model="pid",version="1"}'
 @pytest.mark.parametrize("workers", [1, 2])
 def test_metrics_port_serves_each_workers_own_figures(workers: int) -> None:
     pytest.importorskip("prometheus_client")
-    first = free_port()
-    while any(listening(first + n) for n in range(workers)):  # every port of the range free
-        first = free_port()
+    first = free_ports(workers)
     with served("tests.apps_cli:pid", "--workers", str(workers), "--metrics-port", str(first)) as server:
         for _ in range(3):
             pids(server.address, count=2)
@@ -422,11 +424,25 @@ def serves(port: int) -> bool:
         return False
 
 
-def listening(port: int) -> bool:
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive free ports, below the ephemeral range: there, no client
+    connection of another process can take one of them between this look and the server's bind."""
+    import random
     import socket
 
-    with socket.socket() as probe:
-        return probe.connect_ex((HOST, port)) == 0
+    low = (
+        int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]) if Path("/proc").exists() else 32768
+    )
+    for _ in range(100):
+        first = random.randrange(20000, low - count)
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(first, first + count):
+                    stack.enter_context(socket.socket()).bind((HOST, port))
+            except OSError:
+                continue
+            return first
+    raise RuntimeError(f"no {count} consecutive free ports below {low}")
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
