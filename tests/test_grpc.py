@@ -701,3 +701,89 @@ def test_raw_contents_are_views_of_the_message() -> None:
     with grpc_server(app) as address, grpc.insecure_channel(address) as channel:
         inference_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request("look", ("X", "FP32", F)))
     assert seen == {"writeable": False}
+
+
+# -- large requests: raw contents split off the message unparsed (oip_asgi.grpc._codec.parse_request) ----
+
+BIG = np.arange(oip_asgi.grpc._codec.SPLIT_ABOVE // 4 + 5, dtype=np.float32)
+BIG_REQUEST = request("echo", ("A", "FP32", BIG), ("B", "BYTES", np.array([b"xy", b""], dtype=object)), id="big")
+BIG_BODY = BIG_REQUEST.SerializeToString()
+
+
+def key(number: int, wire: int) -> bytes:
+    return bytes([number << 3 | wire])
+
+
+def test_a_large_request_round_trips(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    response = stub.ModelInfer(BIG_REQUEST)
+    assert response.id == "big"
+    np.testing.assert_array_equal(output_array(response, "A", np.float32), BIG)
+    assert output_array(response, "B").tolist() == [b"xy", b""]
+
+
+def test_a_large_request_with_fields_in_any_order(channel: grpc.Channel) -> None:
+    # Raw contents first, the inputs they belong to after them: protobuf's order is free.
+    raw, header = raw_first(BIG_REQUEST)
+    answer = channel.unary_unary(INFER)(raw + header, timeout=10)
+    response = pb.ModelInferResponse.FromString(answer)
+    np.testing.assert_array_equal(output_array(response, "A", np.float32), BIG)
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        (BIG_BODY + key(8, 3), "wire type 3"),
+        (BIG_BODY + b"\xff" * 11, "a varint at byte"),
+        (BIG_BODY + key(9, 1) + b"\0", "is truncated"),
+        (BIG_BODY + key(1, 2) + b"\x05ab", "is truncated"),
+        (BIG_BODY[:-3], "is truncated"),
+        (BIG_BODY + key(0, 0) + b"\x00", "not a valid ModelInferRequest"),
+    ],
+    ids=["group", "endless varint", "fixed64 cut", "string cut", "raw cut", "field zero"],
+)
+def test_malformed_large_requests_are_invalid_argument(channel: grpc.Channel, body: bytes, text: str) -> None:
+    error = refused(channel.unary_unary(INFER), body)
+    assert (error.code(), text in error.details()) == (INVALID, True), error.details()
+
+
+def raw_first(message: pb.ModelInferRequest) -> tuple[bytes, bytes]:
+    """The message's raw contents as fields, and the rest serialized after them."""
+    raw = b"".join(
+        key(7, 2) + oip_asgi.grpc._codec._varint(len(content)) + content for content in message.raw_input_contents
+    )
+    header = pb.ModelInferRequest()
+    header.CopyFrom(message)
+    header.ClearField("raw_input_contents")
+    return raw, header.SerializeToString()
+
+
+def test_every_truncation_of_a_large_request_is_refused(channel: grpc.Channel) -> None:
+    raw, header = raw_first(BIG_REQUEST)
+    body = raw + header  # the fields after the raw contents are the ones a cut can leave half-parsed
+    cuts = [*range(oip_asgi.grpc._codec.SPLIT_ABOVE, len(raw), 997), *range(len(raw), len(body))]
+    codes = {outcome(channel, body[:cut]) for cut in cuts}
+    assert INVALID in codes and codes <= {INVALID, grpc.StatusCode.NOT_FOUND}  # a cut before the name: no model
+
+
+@given(flips=st.lists(st.tuples(st.integers(0, 120), st.integers(0, 255)), min_size=1, max_size=4))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_mutated_large_requests_never_crash_the_server(channel: grpc.Channel, flips: list[tuple[int, int]]) -> None:
+    body = bytearray(BIG_BODY)
+    for position, value in flips:
+        body[position] = value
+    assert outcome(channel, bytes(body)) in SURVIVABLE
+
+
+def test_large_raw_inputs_are_not_copied() -> None:
+    seen: dict[str, Any] = {}
+
+    def look(X: np.ndarray) -> np.ndarray:
+        base = X
+        while isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        seen["base"] = type(base).__name__
+        return X
+
+    with grpc_server(oip_asgi.oip_app({"look": look})) as address, grpc.insecure_channel(address) as channel:
+        inference_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request("look", ("X", "FP32", BIG)))
+    assert seen == {"base": "memoryview"}  # a view of the received message's bytes

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from .._checks import check_inputs, check_outputs
 from .._datatypes import native_dtype
@@ -44,6 +45,9 @@ CONTENTS_FIELD = {
 _NARROW = {name: np.iinfo(native_dtype(name)) for name in ("UINT8", "UINT16", "INT8", "INT16")}
 _RAW_OUTPUT_TAG = bytes([6 << 3 | 2])  # ModelInferResponse.raw_output_contents, length-delimited
 _INT64 = (-(2**63), 2**63 - 1)
+_RAW_INPUT_FIELD = 7  # ModelInferRequest.raw_input_contents
+# Requests at least this large have their raw contents split off before parsing (see `parse_request`).
+SPLIT_ABOVE = 1 << 16
 _UINT64_TOP = 2**64 - 1
 
 
@@ -58,8 +62,70 @@ def request_parameters(parameters: Mapping[str, pb.InferParameter], where: str) 
     return plain
 
 
-def decode_request(request: pb.ModelInferRequest, model: Model) -> tuple[DecodedRequest, bool]:
-    """The request as the core takes it, and whether its outputs go back in typed contents."""
+def parse_request(body: bytes) -> tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]:
+    """The request without its raw contents, and the raw contents as views of `body`.
+
+    Parsing a message copies every bytes field into protobuf's memory, and reading one copies it again
+    into a Python bytes: for a large tensor, two copies of the payload before the model sees it. So the
+    top level of a large message is walked here, field by field, and raw_input_contents become views of
+    the received bytes; the rest (a few hundred bytes of names, shapes and parameters) is parsed by
+    protobuf as usual. A message that ends early, or holds a field no protobuf encoder writes, is refused.
+    """
+    if len(body) < SPLIT_ABOVE:
+        return _parse_message(body), ()
+    view = memoryview(body)
+    header: list[memoryview] = []
+    raw: list[memoryview] = []
+    position, end = 0, len(body)
+    while position < end:
+        start = position
+        key, position = _read_varint(body, position)
+        wire = key & 7
+        if wire == 0:
+            _, position = _read_varint(body, position)
+        elif wire == 1:
+            position += 8
+        elif wire == 5:
+            position += 4
+        elif wire == 2:
+            length, position = _read_varint(body, position)
+            position += length
+            if key >> 3 == _RAW_INPUT_FIELD and position <= end:
+                raw.append(view[position - length : position])
+                continue
+        else:
+            raise BadRequest(f"the request is not a valid ModelInferRequest: wire type {wire} at byte {start}")
+        if position > end:
+            raise BadRequest(f"the request is not a valid ModelInferRequest: its field at byte {start} is truncated")
+        header.append(view[start:position])
+    return _parse_message(b"".join(header)), raw
+
+
+def _parse_message(body: bytes) -> pb.ModelInferRequest:
+    try:
+        return pb.ModelInferRequest.FromString(body)
+    except DecodeError as exc:
+        raise BadRequest(f"the request is not a valid ModelInferRequest: {exc}") from None
+
+
+def _read_varint(body: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    for index in range(position, min(position + 10, len(body))):
+        byte = body[index]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, index + 1
+        shift += 7
+    raise BadRequest(f"the request is not a valid ModelInferRequest: a varint at byte {position} is truncated")
+
+
+def decode_request(
+    request: pb.ModelInferRequest, model: Model, raw: Sequence[bytes | memoryview] = ()
+) -> tuple[DecodedRequest, bool]:
+    """The request as the core takes it, and whether its outputs go back in typed contents.
+
+    `raw` holds the raw contents `parse_request` split off, if it did; else they are the request's own.
+    """
     inputs = request.inputs
     check_inputs(model, inputs)
     parameters = request_parameters(request.parameters, "")
@@ -71,7 +137,8 @@ def decode_request(request: pb.ModelInferRequest, model: Model) -> tuple[Decoded
         check_outputs(model, requested)
     decoded = DecodedRequest({}, request.id or None, parameters, requested)
 
-    raw = request.raw_input_contents
+    if not raw:
+        raw = request.raw_input_contents
     if len(raw):
         with_contents = next((tensor.name for tensor in inputs if tensor.HasField("contents")), None)
         if with_contents is not None:
@@ -115,7 +182,7 @@ def _parameter_text(parameter: pb.InferParameter) -> str:
     return "no value" if choice is None else f"{choice} {getattr(parameter, choice)!r}"
 
 
-def _raw_input(tensor: pb.ModelInferRequest.InferInputTensor, content: bytes) -> np.ndarray:
+def _raw_input(tensor: pb.ModelInferRequest.InferInputTensor, content: bytes | memoryview) -> np.ndarray:
     shape = list(tensor.shape)
     expected = binary_size(tensor.datatype, shape)
     if expected is not None and len(content) != expected:

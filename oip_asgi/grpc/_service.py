@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -20,7 +20,7 @@ from .._errors import BadRequest, NotFound, OIPError
 from .._inference import model_outputs
 from .._statistics import RequestTimes, now
 from . import inference_pb2 as pb
-from ._codec import decode_request, encode_response, serialize
+from ._codec import decode_request, encode_response, parse_request, serialize
 
 logger = logging.getLogger("oip_asgi")
 
@@ -78,32 +78,34 @@ class InferenceService:
         self.app = app
 
     def handler(self) -> grpc.GenericRpcHandler:
-        unary: dict[str, tuple[type[Message], Callable[[Any], Awaitable[Message | bytes]]]] = {
-            "ServerLive": (pb.ServerLiveRequest, self.server_live),
-            "ServerReady": (pb.ServerReadyRequest, self.server_ready),
-            "ModelReady": (pb.ModelReadyRequest, self.model_ready),
-            "ServerMetadata": (pb.ServerMetadataRequest, self.server_metadata),
-            "ModelMetadata": (pb.ModelMetadataRequest, self.model_metadata),
-            "ModelInfer": (pb.ModelInferRequest, self.model_infer),
+        def parsed(message_type: type[_M], method: Callable[[_M], Awaitable[Message]]) -> Callable[[bytes], Any]:
+            return lambda body: method(_parse(message_type, body))
+
+        unary: dict[str, Callable[[bytes], Awaitable[Message | bytes]]] = {
+            "ServerLive": parsed(pb.ServerLiveRequest, self.server_live),
+            "ServerReady": parsed(pb.ServerReadyRequest, self.server_ready),
+            "ModelReady": parsed(pb.ModelReadyRequest, self.model_ready),
+            "ServerMetadata": parsed(pb.ServerMetadataRequest, self.server_metadata),
+            "ModelMetadata": parsed(pb.ModelMetadataRequest, self.model_metadata),
+            "ModelInfer": self.model_infer,  # parses its own request: see parse_request
         }
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-            name: grpc.unary_unary_rpc_method_handler(self._unary(message_type, method))
-            for name, (message_type, method) in unary.items()
+            name: grpc.unary_unary_rpc_method_handler(self._unary(name, method)) for name, method in unary.items()
         }
         handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer)
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _unary(
-        self, message_type: type[_M], method: Callable[[_M], Awaitable[Message | bytes]]
+        self, name: str, method: Callable[[bytes], Awaitable[Message | bytes]]
     ) -> Callable[[bytes, Context], Awaitable[bytes]]:
         async def handle(body: bytes, context: Context) -> bytes:
             try:
-                response = await method(_parse(message_type, body))
+                response = await method(body)
                 return response if isinstance(response, bytes) else response.SerializeToString()
             except OIPError as exc:
                 error = exc.public(self.app.expose_errors)
             except Exception:
-                logger.exception("unhandled error serving gRPC %s", message_type.DESCRIPTOR.name)
+                logger.exception("unhandled error serving gRPC %s", name)
                 error = _internal_error()
             await context.abort(status_code(error), error.message)
             raise AssertionError("abort returned")  # pragma: no cover  # abort always raises
@@ -145,7 +147,16 @@ class InferenceService:
             properties=metadata.properties,
         )
 
-    async def model_infer(self, request: pb.ModelInferRequest, stream_field: int | None = None) -> bytes:
+    async def model_infer(self, body: bytes) -> bytes:
+        return await self._infer(*parse_request(body), len(body))
+
+    async def _infer(
+        self,
+        request: pb.ModelInferRequest,
+        raw: Sequence[bytes | memoryview],
+        received: int,
+        stream_field: int | None = None,
+    ) -> bytes:
         app = self.app
         model = app.repository.get(request.model_name, request.model_version or None)
         if not model.ready:
@@ -153,7 +164,7 @@ class InferenceService:
         times = RequestTimes(start=now())
         status, size = 500, 0
         try:
-            decoded, typed = decode_request(request, model)
+            decoded, typed = decode_request(request, model, raw)
             times.decoded = now()
             try:
                 result = await app.call(model, decoded, times)
@@ -176,7 +187,7 @@ class InferenceService:
             raise
         finally:
             if app.access_log:
-                _log_access(model, status, request.ByteSize(), size, times)
+                _log_access(model, status, received, size, times)
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         """Triton's streaming extension: every request answered in order, a failed one in its error_message."""
@@ -208,8 +219,8 @@ class InferenceService:
     async def _stream_one(self, body: bytes) -> bytes:
         request = None
         try:
-            request = _parse(pb.ModelInferRequest, body)
-            return await self.model_infer(request, _STREAM_RESPONSE_FIELD)
+            request, raw = parse_request(body)
+            return await self._infer(request, raw, len(body), _STREAM_RESPONSE_FIELD)
         except OIPError as exc:
             error = exc.public(self.app.expose_errors)
         except Exception:
