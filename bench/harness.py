@@ -26,6 +26,8 @@ SERVER_CORE = 0
 LOAD_CORE = 1
 MIN_REQUESTS = 10
 LONG_RUN_SECONDS = 20.0
+MLP_WORKLOADS = ("W8", "W8u")
+BATCH_ROWS = 32  # ours' max_batch_size in W8 (apps/ours_app.py)
 
 
 @dataclass
@@ -76,7 +78,7 @@ def post(port: int, path: str, workload: Workload, body: bytes) -> tuple[int, di
 
 
 def model_path(server: str, workload: Workload) -> str | None:
-    if workload.ours_only and server not in ("ours", "floor"):
+    if workload.servers is not None and server not in workload.servers:
         return None
     model = workload.floor_model if server == "floor" else workload.model
     return None if model is None else f"/v2/models/{model}/infer"
@@ -153,6 +155,8 @@ def measure_load(server: str, target: procs.Server, workload: Workload, settings
         run.add(server, key % "rps", result.rate)
         run.add(server, key % "cpu_ms", cpu * 1000 / result.requests)
         run.add(server, key % "mbps", result.rate * workload.payload_bytes / 1e6)
+        run.add(server, key % "p50_ms", result.p50_ms)
+        run.add(server, key % "p99_ms", result.p99_ms)
         run.details.append({
             "server": server, "workload": workload.key, "connections": connections, "requests": result.requests,
             "seconds": result.seconds, "cpu_s": cpu, "p50_ms": result.p50_ms, "p99_ms": result.p99_ms,
@@ -171,10 +175,27 @@ def make_server(name: str, target: Target, bodies: Bodies, settings: Settings) -
         command += [flag, str(procs.free_port())]
     if name == "floor":
         command += ["--fixed-response", str(bodies.fixed_response)]
+    if name in workloads.BATCHING_SERVERS and any(key in settings.only for key in MLP_WORKLOADS):
+        command += ["--mlp-weights", str(bodies.mlp_weights)]
     return procs.Server(name, command, port, settings.results / "raw" / "logs" / f"{name}.log", target.env)
 
 
+def measure_batch_call(target: Target, bodies: Bodies, run: Run) -> None:
+    """W8's latency target is built from one model call on a full batch: time it in-process, on the server's core."""
+    command = ["taskset", "-c", str(SERVER_CORE), str(target.python), str(envs.APPS / "_mlp.py")]
+    command += [str(bodies.mlp_weights), "--rows", str(BATCH_ROWS)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        run.fail("ours", "W8.batch_call", done.stderr.strip()[-300:])
+        return
+    call_ms = json.loads(done.stdout)["call_ms"]
+    run.add("ours", "W8.batch_call_ms", call_ms)
+    print(f"  ours      W8 one MLP call on {BATCH_ROWS} rows in-process: {call_ms * 1000:.1f} us", flush=True)
+
+
 def measure_server(name: str, target: Target, bodies: Bodies, settings: Settings, wrk: str, run: Run) -> None:
+    if name == "ours" and "W8" in settings.only:
+        measure_batch_call(target, bodies, run)
     server = make_server(name, target, bodies, settings)
     server.start(SERVER_CORE)
     try:
@@ -241,7 +262,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--servers", default=",".join(envs.ORDER), help="comma-separated subset of " + ",".join(envs.ORDER)
     )
-    parser.add_argument("--workloads", default="W1,W1s,W2,W3,W4,W5,W6,W7", help="comma-separated subset")
+    parser.add_argument("--workloads", default="W1,W1s,W2,W3,W4,W5,W6,W7,W8,W8u", help="comma-separated subset")
     parser.add_argument(
         "--ours-python", type=Path, help="run ours and the floor with this interpreter instead of a venv"
     )
@@ -255,13 +276,16 @@ def main(argv: list[str]) -> None:
     unknown = set(args.servers.split(",")) - set(envs.ORDER)
     if unknown:
         parser.error(f"unknown servers {sorted(unknown)}; choose from {', '.join(envs.ORDER)}")
+    only = args.workloads.split(",")
+    if "W8" in only and "W8u" not in only:
+        only.append("W8u")  # W8's targets compare ours batched with ours unbatched: one comes with the other
     settings = Settings(
         rounds=args.rounds or (1 if args.quick else 5),
         seconds=args.seconds or (1.0 if args.quick else 5.0),
         warmup=args.warmup if args.warmup is not None else (0.0 if args.quick else 1.0),
         import_repeat=3 if args.quick else 7,
         servers=servers,
-        only=tuple(args.workloads.split(",")),
+        only=tuple(only),
         ours_python=args.ours_python,
         results=args.results,
         label="quick" if args.quick else "full",

@@ -24,8 +24,10 @@ class Metric:
 METRICS = (
     Metric("W1.cpu_ms_c1", "W1 small JSON: server CPU ms/request (c=1)", True),
     Metric("W1.rps_c16", "W1 small JSON: req/s (c=16)", False),
+    Metric("W1.cpu_ms_c16", "W1 small JSON: server CPU ms/request (c=16)", True, headline=False),
     Metric("W1s.cpu_ms_c1", "W1s the same, sync model (worker thread): CPU ms/request (c=1)", True, headline=False),
     Metric("W1s.rps_c16", "W1s the same, sync model: req/s (c=16)", False, headline=False),
+    Metric("W1s.cpu_ms_c16", "W1s the same, sync model: CPU ms/request (c=16)", True, headline=False),
     Metric("W2.mbps_c1", "W2 binary 4 MiB in/out: MB/s (c=1)", False),
     Metric("W2.mbps_c4", "W2 binary 4 MiB in/out: MB/s (c=4)", False),
     Metric("W2.cpu_ms_c1", "W2 binary 4 MiB: server CPU ms/request (c=1)", True, headline=False),
@@ -39,8 +41,18 @@ METRICS = (
     Metric("W6.rps_c1", "W6 classification: req/s (c=1)", False, headline=False),
     Metric("W7.cpu_ms_c1", "W7 BYTES 1000 x ~100 B binary: server CPU ms/request", True),
     Metric("W7.rps_c1", "W7 BYTES: req/s (c=1)", False, headline=False),
+    Metric("W8.rps_c64", "W8 MLP [1,64] JSON, batched: req/s (c=64)", False),
+    Metric("W8.p50_ms_c64", "W8 batched: p50 latency ms (c=64)", True, headline=False),
+    Metric("W8.p99_ms_c64", "W8 batched: p99 latency ms (c=64)", True),
+    Metric("W8.cpu_ms_c64", "W8 batched: server CPU ms/request (c=64)", True, headline=False),
+    Metric("W8u.rps_c64", "W8u ours unbatched: req/s (c=64)", False, headline=False),
+    Metric("W8u.p50_ms_c64", "W8u ours unbatched: p50 latency ms (c=64)", True, headline=False),
+    Metric("W8u.p99_ms_c64", "W8u ours unbatched: p99 latency ms (c=64)", True, headline=False),
+    Metric("W8u.cpu_ms_c64", "W8u ours unbatched: server CPU ms/request (c=64)", True, headline=False),
+    Metric("W8.batch_call_ms", "W8 one MLP call on 32 rows, in-process (ms)", True, headline=False),
 )
 PEERS = ("mlserver", "kserve", "pytriton")
+MAX_BATCH_DELAY_MS = 2.0  # ours' in W8 (apps/ours_app.py)
 
 
 def medians(samples: Samples) -> Medians:
@@ -51,22 +63,37 @@ def medians(samples: Samples) -> Medians:
 
 
 def paired(
-    samples: Samples, metric: str, others: Sequence[str], combine: Callable[[float, float], float]
+    samples: Samples,
+    metric: str,
+    others: Sequence[str],
+    combine: Callable[[float, float], float],
+    best: Callable[[Sequence[float]], float] = min,
 ) -> float | None:
     """The median over rounds of `combine(ours, best other)`, pairing values from the same round.
 
     Servers take turns within a round, minutes apart, while the shared machine's speed drifts by up
     to 1.5x over a run: pairing by round cancels that drift, where a ratio of medians would take
     each side's median from different rounds. When some round lacks a value (a failed run), the
-    medians are combined instead. Among several others (W3's peers) the lowest value, the least CPU, counts.
+    medians are combined instead. Among several others the `best` value counts: the lowest (W3's
+    CPU) by default, the highest for a rate (W8's req/s).
     """
     ours = samples.get("ours", {}).get(metric)
     theirs = [samples[other][metric] for other in others if samples.get(other, {}).get(metric)]
     if not ours or not theirs:
         return None
     if all(len(values) == len(ours) for values in theirs):
-        return statistics.median(combine(mine, min(other)) for mine, *other in zip(ours, *theirs, strict=True))
-    return combine(statistics.median(ours), min(statistics.median(values) for values in theirs))
+        return statistics.median(combine(mine, best(other)) for mine, *other in zip(ours, *theirs, strict=True))
+    return combine(statistics.median(ours), best([statistics.median(values) for values in theirs]))
+
+
+def within_ours(
+    samples: Samples, metric: str, other_metric: str, combine: Callable[[float, float], float]
+) -> float | None:
+    """The median over rounds of `combine(metric, other_metric)`, both ours and from the same round."""
+    ours = samples.get("ours", {})
+    return paired(
+        {"ours": {metric: ours.get(metric) or []}, "x": {metric: ours.get(other_metric) or []}}, metric, ["x"], combine
+    )
 
 
 def ratio(samples: Samples, metric: str, other: str) -> float | None:
@@ -122,6 +149,19 @@ def targets(samples: Samples, classification_source: str | None) -> list[Target]
     extra_s = paired(samples, "W5.import_s", ["floor"], operator.sub)
     extra_ms = None if extra_s is None else extra_s * 1000
     check("W5 `import oip_asgi` <= 50 ms over starlette+numpy+msgspec", extra_ms, 50, True, " ms")
+    # Issue 13: sync models through the worker threads (W1s), adaptive batching (W8).
+    check("W1 CPU/request at c=16 <= 1.5x floor", ratio(samples, "W1.cpu_ms_c16", "floor"), 1.5, True)
+    for c in (1, 16):
+        check(f"W1s CPU/request at c={c} <= 1.8x floor", ratio(samples, f"W1s.cpu_ms_c{c}", "floor"), 1.8, True)
+    check("W1s req/s at c=16 >= 0.6x floor", ratio(samples, "W1s.rps_c16", "floor"), 0.6, False)
+    batched = within_ours(samples, "W8.rps_c64", "W8u.rps_c64", operator.truediv)
+    check("W8 batched req/s >= 3x ours unbatched (W8u)", batched, 3, False)
+    best_rate = paired(samples, "W8.rps_c64", PEERS, operator.truediv, best=max)
+    check("W8 batched req/s >= 1.2x the best peer's", best_rate, 1.2, False)
+    bound = within_ours(
+        samples, "W8.p99_ms_c64", "W8.batch_call_ms", lambda p99, call: p99 / (MAX_BATCH_DELAY_MS + 2 * call)
+    )
+    check("W8 p99 / (max_batch_delay + 2 x one 32-row call) <= 1", bound, 1, True)
     if classification_source is not None:
         # A static look at the core: partial selection (np.partition / np.argpartition) must be there.
         partial = "partition(" in classification_source
@@ -158,7 +198,7 @@ def markdown(
         *lines,
         "",
     ]
-    out += ["| target (issue 4) | measured | met |", "|---|---|---|"]
+    out += ["| target (issues 4 and 13) | measured | met |", "|---|---|---|"]
     out += [f"| {t.text} | {t.measured} | {'n/a' if t.met is None else ('yes' if t.met else 'NO')} |" for t in goals]
     if any(errors.values()):
         out += ["", "| server | workload | not measured because |", "|---|---|---|"]

@@ -29,7 +29,7 @@ class Workload:
     check: Callable[[dict[str, str], bytes], str | None]
     concurrency: tuple[int, ...]
     floor_model: str | None = None
-    ours_only: bool = False  # a variant of ours (W1s: a sync model); the peers are not asked
+    servers: tuple[str, ...] | None = None  # only these are asked (W1s: ours' sync model, and the floor); None: all
 
 
 def float32_json(values: np.ndarray) -> str:
@@ -140,11 +140,59 @@ def check_fixed(expected: bytes) -> Callable[[dict[str, str], bytes], str | None
     return check
 
 
+def check_mlp(expected: np.ndarray) -> Callable[[dict[str, str], bytes], str | None]:
+    """The MLP's output `y`: FP32 of the expected shape, equal to numpy's up to float32 rounding."""
+
+    def check(headers: dict[str, str], body: bytes) -> str | None:
+        document, _ = split_response(headers, body)
+        outputs = document.get("outputs")
+        if not isinstance(outputs, list) or len(outputs) != 1 or not isinstance(outputs[0], dict):
+            return f"expected one output, got {str(outputs)[:200]}"
+        output = outputs[0]
+        shape = list(expected.shape)
+        if output.get("name") != "y" or output.get("datatype") != "FP32" or output.get("shape") != shape:
+            return f"expected y FP32 {shape}, got {output.get('name')} {output.get('datatype')} {output.get('shape')}"
+        got = np.asarray(output.get("data"), dtype=np.float64).reshape(expected.shape)
+        # Another numpy, BLAS or batch size may sum in another order: equal up to float32 rounding, not bit for bit.
+        if not np.allclose(got, expected, rtol=1e-4, atol=1e-5):
+            return f"data differs from numpy's: {got.ravel()[:4]} against {expected.ravel()[:4]}"
+        return None
+
+    return check
+
+
+# The MLP of W8: FP32 [n,64] -> 256 -> 256 -> 10, ReLU between. Its weights are written once to
+# MLP_WEIGHTS beside the bodies and every server loads that file (apps/_mlp.py): the same numbers
+# everywhere, whatever numpy each server's environment has.
+MLP_INPUT = 64
+MLP_LAYERS = (MLP_INPUT, 256, 256, 10)
+MLP_WEIGHTS = "mlp.npz"
+BATCHING_SERVERS = ("ours", "mlserver", "pytriton")
+
+
+def mlp_weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    weights = {}
+    for index, (fan_in, fan_out) in enumerate(zip(MLP_LAYERS, MLP_LAYERS[1:], strict=False)):
+        weights[f"w{index}"] = (rng.standard_normal((fan_in, fan_out)) * np.sqrt(2 / fan_in)).astype(np.float32)
+        weights[f"b{index}"] = (rng.standard_normal(fan_out) * 0.1).astype(np.float32)
+    return weights
+
+
+def mlp_forward(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    layers = len(MLP_LAYERS) - 1
+    for index in range(layers):
+        x = x @ weights[f"w{index}"] + weights[f"b{index}"]
+        if index < layers - 1:
+            x = np.maximum(x, 0)
+    return x
+
+
 @dataclass(frozen=True)
 class Bodies:
     workloads: dict[str, Workload]
     fixed_response: Path
     w4: Workload
+    mlp_weights: Path
 
 
 def build(directory: Path, w4_elements: int = 16 * 1024 * 1024) -> Bodies:
@@ -174,7 +222,7 @@ def build(directory: Path, w4_elements: int = 16 * 1024 * 1024) -> Bodies:
     add(w1_workload, body)
     # The same request to a plain sync function: the cost of running it in a worker thread.
     sync_title = "small JSON FP32 [1,16], sync model"
-    add(replace(w1_workload, key="W1s", title=sync_title, model="identity_sync", ours_only=True), body)
+    add(replace(w1_workload, key="W1s", title=sync_title, model="identity_sync", servers=("floor", "ours")), body)
     output = f'{{"name":"x","datatype":"FP32","shape":[1,16],"data":{float32_json(w1)}}}'
     fixed = f'{{"model_name":"identity","model_version":"1","outputs":[{output}]}}'
     fixed_path = directory / "w1_response.json"
@@ -256,6 +304,28 @@ def build(directory: Path, w4_elements: int = 16 * 1024 * 1024) -> Bodies:
         body,
     )
 
+    # W8: one row to a small MLP, 64 clients at once, served by the servers that batch (W8u: ours unbatched).
+    weights = mlp_weights(np.random.default_rng(SEED + 8))
+    np.savez(directory / MLP_WEIGHTS, **weights)
+    w8 = rng.standard_normal((1, MLP_INPUT)).astype(np.float32)
+    body = json_request("x", w8)
+    w8_workload = Workload(
+        "W8",
+        "MLP [1,64] FP32 JSON, batched",
+        "mlp",
+        directory / "w8.json",
+        JSON,
+        None,
+        w8.nbytes,
+        check_mlp(mlp_forward(weights, w8)),
+        (64,),
+        # The floor answers W1's fixed response: the HTTP ceiling under the same 64 clients and body.
+        floor_model="fixed",
+        servers=("floor", *BATCHING_SERVERS),
+    )
+    add(w8_workload, body)
+    add(replace(w8_workload, key="W8u", title="the same, unbatched", model="mlp_unbatched", servers=("ours",)), body)
+
     # W4 is one request, sent by the harness itself rather than wrk; its array is written in slices.
     w4_path = directory / "w4.bin"
     w4_rng = np.random.default_rng(SEED + 4)
@@ -286,7 +356,7 @@ def build(directory: Path, w4_elements: int = 16 * 1024 * 1024) -> Bodies:
         (1,),
         floor_model="echo",
     )
-    return Bodies(workloads, fixed_path, w4)
+    return Bodies(workloads, fixed_path, w4, directory / MLP_WEIGHTS)
 
 
 def check_w4(workload: Workload, headers: dict[str, str], body: bytes, sent: bytes) -> str | None:

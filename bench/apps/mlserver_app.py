@@ -1,13 +1,19 @@
-"""MLServer serving the identity models in-process (parallel_workers=0), started programmatically."""
+"""MLServer serving the identity models in-process (parallel_workers=0), started programmatically.
+
+With `--mlp-weights`, also W8's MLP as `mlp`, with MLServer's adaptive batching (max_batch_size 32,
+max_batch_time 2 ms: the settings ours is measured with).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from pathlib import Path
 
+from _mlp import MLP  # a sibling: the apps run as scripts
 from mlserver import MLModel, MLServer
 from mlserver.codecs import NumpyCodec
-from mlserver.settings import ModelSettings, Settings
+from mlserver.settings import ModelParameters, ModelSettings, Settings
 from mlserver.types import InferenceRequest, InferenceResponse, ResponseOutput
 
 
@@ -30,11 +36,26 @@ class Identity(MLModel):
         return InferenceResponse(model_name=self.name, id=payload.id, outputs=outputs)
 
 
+class MultilayerPerceptron(MLModel):
+    """W8: decodes `x` [n,64], runs the MLP on the loop (as MLServer runs `predict`), encodes `y` [n,10]."""
+
+    async def load(self) -> bool:
+        assert self.settings.parameters is not None and self.settings.parameters.uri is not None
+        self.mlp = MLP(self.settings.parameters.uri)
+        return True
+
+    async def predict(self, payload: InferenceRequest) -> InferenceResponse:
+        x = NumpyCodec.decode_input(payload.inputs[0])
+        outputs = [NumpyCodec.encode_output("y", self.mlp(x))]
+        return InferenceResponse(model_name=self.name, id=payload.id, outputs=outputs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--grpc-port", type=int, required=True)
     parser.add_argument("--metrics-port", type=int, required=True)
+    parser.add_argument("--mlp-weights", type=Path)
     args = parser.parse_args()
     settings = Settings(
         host="127.0.0.1",
@@ -48,6 +69,16 @@ def main() -> None:
     models = [
         ModelSettings(name=name, implementation="mlserver_app.Identity") for name in ("identity", "identity_bytes")
     ]
+    if args.mlp_weights is not None:
+        models.append(
+            ModelSettings(
+                name="mlp",
+                implementation="mlserver_app.MultilayerPerceptron",
+                parameters=ModelParameters(uri=str(args.mlp_weights.resolve())),
+                max_batch_size=32,
+                max_batch_time=0.002,
+            )
+        )
     asyncio.run(MLServer(settings).start(models))
 
 

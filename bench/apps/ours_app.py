@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-from _uvicorn import serve  # a sibling: the apps run as scripts
+from _mlp import MLP  # siblings: the apps run as scripts
+from _uvicorn import serve
 from starlette.applications import Starlette
 
 import oip_asgi
+from oip_asgi import Model, TensorSpec
+
+BATCHING = {"max_batch_size": 32, "max_batch_delay": 0.002}
 
 
 async def identity(**inputs: Any) -> dict[str, Any]:
@@ -20,12 +25,30 @@ def identity_sync(**inputs: Any) -> dict[str, Any]:
     return inputs  # a plain function runs in a worker thread (W1s measures that hop)
 
 
+def mlp_models(weights: Path) -> dict[str, Model]:
+    """W8: the MLP as a plain function (as most models are written), batched and not."""
+    mlp = MLP(weights)
+
+    def predict(x: Any) -> Any:
+        return mlp(x)
+
+    specs: dict[str, Any] = {
+        "inputs": [TensorSpec("x", "FP32", [-1, 64])],
+        "outputs": [TensorSpec("y", "FP32", [-1, 10])],
+    }
+    return {"mlp": Model(predict, **specs, **BATCHING), "mlp_unbatched": Model(predict, **specs)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--mlp-weights", type=Path)
     args = parser.parse_args()
     app = Starlette()
-    oip_asgi.mount(app, {"identity": identity, "identity_sync": identity_sync, "identity_bytes": identity}, path="/v2")
+    models: dict[str, Any] = {"identity": identity, "identity_sync": identity_sync, "identity_bytes": identity}
+    if args.mlp_weights is not None:
+        models.update(mlp_models(args.mlp_weights))
+    oip_asgi.mount(app, models, path="/v2")
     serve(app, args.port)
 
 

@@ -3,6 +3,9 @@
 Dimension 0 is declared the batch (up to 64) because that is how Triton's classification extension
 ranks each row of a [64, 1000] output; without it Triton ranks the whole tensor at once. There is no
 dynamic batcher: like the other servers, each request runs on its own.
+
+With `--mlp-weights`, also W8's MLP as `mlp`, behind Triton's dynamic batcher (max_batch_size 32,
+max_queue_delay 2 ms: the settings ours is measured with).
 """
 
 from __future__ import annotations
@@ -10,11 +13,14 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pytriton.model_config import ModelConfig, Tensor
+from _mlp import MLP  # a sibling: the apps run as scripts
+from pytriton.decorators import batch
+from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
 
 
@@ -22,11 +28,28 @@ def identity(requests: list[Any]) -> list[dict[str, npt.NDArray[Any]]]:
     return [{name: request[name] for name in request} for request in requests]
 
 
+def bind_mlp(triton: Triton, weights: Path) -> None:
+    mlp = MLP(weights)
+
+    @batch
+    def infer(x: npt.NDArray[np.float32]) -> dict[str, npt.NDArray[np.float32]]:
+        return {"y": mlp(x)}
+
+    triton.bind(
+        model_name="mlp",
+        infer_func=infer,
+        inputs=[Tensor(name="x", dtype=np.float32, shape=(64,))],
+        outputs=[Tensor(name="y", dtype=np.float32, shape=(10,))],
+        config=ModelConfig(batching=True, max_batch_size=32, batcher=DynamicBatcher(max_queue_delay_microseconds=2000)),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--grpc-port", type=int, required=True)
     parser.add_argument("--metrics-port", type=int, required=True)
+    parser.add_argument("--mlp-weights", type=Path)
     args = parser.parse_args()
     config = TritonConfig(
         http_address="127.0.0.1",
@@ -47,6 +70,8 @@ def main() -> None:
                 outputs=[Tensor(name="x", dtype=dtype, shape=(-1,))],
                 config=ModelConfig(batching=True, max_batch_size=64, batcher=None),
             )
+        if args.mlp_weights is not None:
+            bind_mlp(triton, args.mlp_weights)
         triton.run()
         # Triton.serve() only notices SIGINT at its monitoring period; stop on SIGTERM/SIGINT at once.
         stop = threading.Event()
