@@ -262,3 +262,32 @@ def test_rest_and_grpc_share_the_models(example: tuple[str, str], triton: grpccl
     triton.infer("identity_int64", [tensor("INPUT0", data, "INT64")])
     after = httpx.get(f"http://{example[0]}/v2/models/identity_int64/stats").json()["model_stats"][0]
     assert after["inference_count"] == before["inference_count"] + 1  # counted in the same statistics
+
+
+def test_tritonclient_grpc_reads_the_statistics_rest_serves(
+    example: tuple[str, str], triton: grpcclient.InferenceServerClient
+) -> None:
+    def counts() -> tuple[int, int]:
+        (entry,) = triton.get_inference_statistics("identity_fp64", as_json=True)["model_stats"]
+        # protobuf's JSON writes uint64 as strings, and leaves zeros out.
+        return int(entry.get("inference_count", 0)), int(entry.get("execution_count", 0))
+
+    data = np.arange(3, dtype=np.float64)
+    before = counts()
+    for _ in range(2):
+        triton.infer("identity_fp64", [tensor("INPUT0", data, "FP64")])
+    with pytest.raises(InferenceServerException):
+        triton.infer("identity_fp64", [tensor("INPUT0", data.astype(np.float32), "FP32")])  # counted nowhere
+    assert counts() == (before[0] + 2, before[1] + 2)
+    (rest,) = httpx.get(f"http://{example[0]}/v2/models/identity_fp64/stats").json()["model_stats"]
+    (entry,) = triton.get_inference_statistics("identity_fp64", "1", as_json=True)["model_stats"]
+    assert (entry["name"], entry["version"]) == ("identity_fp64", "1")
+    assert int(entry["inference_count"]) == rest["inference_count"]
+    assert int(entry["last_inference"]) == rest["last_inference"]
+    assert int(entry["inference_stats"]["success"]["count"]) == rest["inference_stats"]["success"]["count"]
+    assert [int(batch["batch_size"]) for batch in entry["batch_stats"]] == [1]
+    every = triton.get_inference_statistics(as_json=True)["model_stats"]
+    assert {item["name"] for item in every} >= {"identity_fp64", "simple", "batched"}
+    with pytest.raises(InferenceServerException, match="unknown model 'nope'") as unknown:
+        triton.get_inference_statistics("nope")
+    assert unknown.value.status() == "StatusCode.NOT_FOUND"

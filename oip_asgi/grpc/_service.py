@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from .._app import OIPApp, _log_access
@@ -88,6 +89,7 @@ class InferenceService:
             "ServerMetadata": parsed(pb.ServerMetadataRequest, self.server_metadata),
             "ModelMetadata": parsed(pb.ModelMetadataRequest, self.model_metadata),
             "ModelInfer": self.model_infer,  # parses its own request: see parse_request
+            "ModelStatistics": parsed(pb.ModelStatisticsRequest, self.model_statistics),
         }
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, method)) for name, method in unary.items()
@@ -188,6 +190,11 @@ class InferenceService:
         finally:
             if app.access_log:
                 _log_access(model, status, received, size, times)
+
+    async def model_statistics(self, request: pb.ModelStatisticsRequest) -> pb.ModelStatisticsResponse:
+        """Triton's statistics extension: the counts REST serves, field for field."""
+        statistics = self.app.statistics(request.name or None, request.version or None)
+        return json_format.ParseDict(statistics, pb.ModelStatisticsResponse())
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         """Triton's streaming extension: every request answered in order, a failed one in its error_message."""

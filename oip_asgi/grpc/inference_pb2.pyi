@@ -22,6 +22,177 @@ import typing
 DESCRIPTOR: google.protobuf.descriptor.FileDescriptor
 
 @typing.final
+class ModelStatisticsRequest(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: builtins.int
+    VERSION_FIELD_NUMBER: builtins.int
+    name: builtins.str
+    """The name of the model; every model's statistics when empty."""
+    version: builtins.str
+    """The version of the model; every version's statistics when empty."""
+    def __init__(
+        self,
+        *,
+        name: builtins.str = ...,
+        version: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["name", b"name", "version", b"version"]) -> None: ...
+
+global___ModelStatisticsRequest = ModelStatisticsRequest
+
+@typing.final
+class ModelStatisticsResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    MODEL_STATS_FIELD_NUMBER: builtins.int
+    @property
+    def model_stats(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___ModelStatistics]: ...
+    def __init__(
+        self,
+        *,
+        model_stats: collections.abc.Iterable[global___ModelStatistics] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["model_stats", b"model_stats"]) -> None: ...
+
+global___ModelStatisticsResponse = ModelStatisticsResponse
+
+@typing.final
+class StatisticDuration(google.protobuf.message.Message):
+    """A cumulative count and duration."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    COUNT_FIELD_NUMBER: builtins.int
+    NS_FIELD_NUMBER: builtins.int
+    count: builtins.int
+    ns: builtins.int
+    """Nanoseconds."""
+    def __init__(
+        self,
+        *,
+        count: builtins.int = ...,
+        ns: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["count", b"count", "ns", b"ns"]) -> None: ...
+
+global___StatisticDuration = StatisticDuration
+
+@typing.final
+class ModelStatistics(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: builtins.int
+    VERSION_FIELD_NUMBER: builtins.int
+    LAST_INFERENCE_FIELD_NUMBER: builtins.int
+    INFERENCE_COUNT_FIELD_NUMBER: builtins.int
+    EXECUTION_COUNT_FIELD_NUMBER: builtins.int
+    INFERENCE_STATS_FIELD_NUMBER: builtins.int
+    BATCH_STATS_FIELD_NUMBER: builtins.int
+    name: builtins.str
+    version: builtins.str
+    last_inference: builtins.int
+    """Milliseconds since the epoch of the last inference; 0 before the first."""
+    inference_count: builtins.int
+    """Inferences: the rows of a batched model's requests, one per request otherwise."""
+    execution_count: builtins.int
+    """Model calls, failed ones included."""
+    @property
+    def inference_stats(self) -> global___InferStatistics: ...
+    @property
+    def batch_stats(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___InferBatchStatistics]:
+        """One entry per batch size executed."""
+
+    def __init__(
+        self,
+        *,
+        name: builtins.str = ...,
+        version: builtins.str = ...,
+        last_inference: builtins.int = ...,
+        inference_count: builtins.int = ...,
+        execution_count: builtins.int = ...,
+        inference_stats: global___InferStatistics | None = ...,
+        batch_stats: collections.abc.Iterable[global___InferBatchStatistics] | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["inference_stats", b"inference_stats"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["batch_stats", b"batch_stats", "execution_count", b"execution_count", "inference_count", b"inference_count", "inference_stats", b"inference_stats", "last_inference", b"last_inference", "name", b"name", "version", b"version"]) -> None: ...
+
+global___ModelStatistics = ModelStatistics
+
+@typing.final
+class InferStatistics(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    SUCCESS_FIELD_NUMBER: builtins.int
+    FAIL_FIELD_NUMBER: builtins.int
+    QUEUE_FIELD_NUMBER: builtins.int
+    COMPUTE_INPUT_FIELD_NUMBER: builtins.int
+    COMPUTE_INFER_FIELD_NUMBER: builtins.int
+    COMPUTE_OUTPUT_FIELD_NUMBER: builtins.int
+    CACHE_HIT_FIELD_NUMBER: builtins.int
+    CACHE_MISS_FIELD_NUMBER: builtins.int
+    @property
+    def success(self) -> global___StatisticDuration: ...
+    @property
+    def fail(self) -> global___StatisticDuration: ...
+    @property
+    def queue(self) -> global___StatisticDuration: ...
+    @property
+    def compute_input(self) -> global___StatisticDuration: ...
+    @property
+    def compute_infer(self) -> global___StatisticDuration: ...
+    @property
+    def compute_output(self) -> global___StatisticDuration: ...
+    @property
+    def cache_hit(self) -> global___StatisticDuration: ...
+    @property
+    def cache_miss(self) -> global___StatisticDuration: ...
+    def __init__(
+        self,
+        *,
+        success: global___StatisticDuration | None = ...,
+        fail: global___StatisticDuration | None = ...,
+        queue: global___StatisticDuration | None = ...,
+        compute_input: global___StatisticDuration | None = ...,
+        compute_infer: global___StatisticDuration | None = ...,
+        compute_output: global___StatisticDuration | None = ...,
+        cache_hit: global___StatisticDuration | None = ...,
+        cache_miss: global___StatisticDuration | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["cache_hit", b"cache_hit", "cache_miss", b"cache_miss", "compute_infer", b"compute_infer", "compute_input", b"compute_input", "compute_output", b"compute_output", "fail", b"fail", "queue", b"queue", "success", b"success"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["cache_hit", b"cache_hit", "cache_miss", b"cache_miss", "compute_infer", b"compute_infer", "compute_input", b"compute_input", "compute_output", b"compute_output", "fail", b"fail", "queue", b"queue", "success", b"success"]) -> None: ...
+
+global___InferStatistics = InferStatistics
+
+@typing.final
+class InferBatchStatistics(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    BATCH_SIZE_FIELD_NUMBER: builtins.int
+    COMPUTE_INPUT_FIELD_NUMBER: builtins.int
+    COMPUTE_INFER_FIELD_NUMBER: builtins.int
+    COMPUTE_OUTPUT_FIELD_NUMBER: builtins.int
+    batch_size: builtins.int
+    @property
+    def compute_input(self) -> global___StatisticDuration: ...
+    @property
+    def compute_infer(self) -> global___StatisticDuration: ...
+    @property
+    def compute_output(self) -> global___StatisticDuration: ...
+    def __init__(
+        self,
+        *,
+        batch_size: builtins.int = ...,
+        compute_input: global___StatisticDuration | None = ...,
+        compute_infer: global___StatisticDuration | None = ...,
+        compute_output: global___StatisticDuration | None = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["compute_infer", b"compute_infer", "compute_input", b"compute_input", "compute_output", b"compute_output"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["batch_size", b"batch_size", "compute_infer", b"compute_infer", "compute_input", b"compute_input", "compute_output", b"compute_output"]) -> None: ...
+
+global___InferBatchStatistics = InferBatchStatistics
+
+@typing.final
 class ServerLiveRequest(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
 

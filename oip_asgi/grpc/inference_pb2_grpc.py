@@ -70,6 +70,11 @@ class GRPCInferenceServiceStub(object):
                 request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelInferRequest.SerializeToString,
                 response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStreamInferResponse.FromString,
                 _registered_method=True)
+        self.ModelStatistics = channel.unary_unary(
+                '/inference.GRPCInferenceService/ModelStatistics',
+                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsResponse.FromString,
+                _registered_method=True)
 
 
 class GRPCInferenceServiceServicer(object):
@@ -133,6 +138,14 @@ class GRPCInferenceServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ModelStatistics(self, request, context):
+        """Triton's statistics extension: a model's cumulative statistics, as REST's
+        GET v2/models[/${MODEL_NAME}[/versions/${MODEL_VERSION}]]/stats gives them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GRPCInferenceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -170,6 +183,11 @@ def add_GRPCInferenceServiceServicer_to_server(servicer, server):
                     servicer.ModelStreamInfer,
                     request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelInferRequest.FromString,
                     response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStreamInferResponse.SerializeToString,
+            ),
+            'ModelStatistics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ModelStatistics,
+                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsRequest.FromString,
+                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -362,6 +380,33 @@ class GRPCInferenceService(object):
             '/inference.GRPCInferenceService/ModelStreamInfer',
             oip__asgi_dot_grpc_dot_inference__pb2.ModelInferRequest.SerializeToString,
             oip__asgi_dot_grpc_dot_inference__pb2.ModelStreamInferResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ModelStatistics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/ModelStatistics',
+            oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsRequest.SerializeToString,
+            oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsResponse.FromString,
             options,
             channel_credentials,
             insecure,

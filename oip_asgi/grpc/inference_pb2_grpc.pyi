@@ -85,6 +85,14 @@ class GRPCInferenceServiceStub:
     stream of inference requests, each answered in order by a ModelStreamInferResponse.
     """
 
+    ModelStatistics: grpc.UnaryUnaryMultiCallable[
+        oip_asgi.grpc.inference_pb2.ModelStatisticsRequest,
+        oip_asgi.grpc.inference_pb2.ModelStatisticsResponse,
+    ]
+    """Triton's statistics extension: a model's cumulative statistics, as REST's
+    GET v2/models[/${MODEL_NAME}[/versions/${MODEL_VERSION}]]/stats gives them.
+    """
+
 class GRPCInferenceServiceAsyncStub:
     """Inference Server GRPC endpoints."""
 
@@ -141,6 +149,14 @@ class GRPCInferenceServiceAsyncStub:
     ]
     """Triton's streaming extension (an addition to the Open Inference Protocol): a bidirectional
     stream of inference requests, each answered in order by a ModelStreamInferResponse.
+    """
+
+    ModelStatistics: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi.grpc.inference_pb2.ModelStatisticsRequest,
+        oip_asgi.grpc.inference_pb2.ModelStatisticsResponse,
+    ]
+    """Triton's statistics extension: a model's cumulative statistics, as REST's
+    GET v2/models[/${MODEL_NAME}[/versions/${MODEL_VERSION}]]/stats gives them.
     """
 
 class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
@@ -213,6 +229,16 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     ) -> typing.Union[collections.abc.Iterator[oip_asgi.grpc.inference_pb2.ModelStreamInferResponse], collections.abc.AsyncIterator[oip_asgi.grpc.inference_pb2.ModelStreamInferResponse]]:
         """Triton's streaming extension (an addition to the Open Inference Protocol): a bidirectional
         stream of inference requests, each answered in order by a ModelStreamInferResponse.
+        """
+
+    @abc.abstractmethod
+    def ModelStatistics(
+        self,
+        request: oip_asgi.grpc.inference_pb2.ModelStatisticsRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi.grpc.inference_pb2.ModelStatisticsResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.ModelStatisticsResponse]]:
+        """Triton's statistics extension: a model's cumulative statistics, as REST's
+        GET v2/models[/${MODEL_NAME}[/versions/${MODEL_VERSION}]]/stats gives them.
         """
 
 def add_GRPCInferenceServiceServicer_to_server(servicer: GRPCInferenceServiceServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...
