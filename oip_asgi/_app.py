@@ -204,7 +204,7 @@ class OIPApp:
                 await send_json(send, 200 if model.ready else 400, {"name": name, "ready": model.ready})
             else:
                 _allow(method, "GET")
-                await send_json(send, 200, self._model_metadata(model))
+                await send_json(send, 200, self.model_metadata(model))
         else:
             full = scope.get("root_path", "") + path
             raise NotFound(f"no such path {full!r}; see the Open Inference Protocol for the endpoints")
@@ -228,13 +228,6 @@ class OIPApp:
 
     def model_metadata(self, model: Model) -> ModelMetadata:
         """`model`'s metadata (name, versions, platform, tensors, properties), as every wire tells it."""
-        return self._model_metadata(model)
-
-    async def call(self, model: Model, request: DecodedRequest, times: RequestTimes) -> Any:
-        """`model` on a decoded request, traced when tracing is on: what every front end calls."""
-        return await self._call(model, request, times)
-
-    def _model_metadata(self, model: Model) -> ModelMetadata:
         def tensors(specs: tuple[TensorSpec, ...] | None) -> list[TensorMetadata]:
             return [TensorMetadata(spec.name, spec.datatype, list(spec.shape)) for spec in specs or ()]
 
@@ -264,7 +257,7 @@ class OIPApp:
             request = await read_request(reader, header_length, model, max_header_size=self.max_json_size)
             times.decoded = now()
             try:
-                result = await self._call(model, request, times)
+                result = await self.call(model, request, times)
                 returned = now()
                 times.returned = True
                 outputs, parameters = model_outputs(model, request, result)
@@ -289,7 +282,8 @@ class OIPApp:
             if self.access_log:
                 _log_access(model, status, reader.received, size, times)
 
-    async def _call(self, model: Model, request: DecodedRequest, times: RequestTimes) -> Any:
+    async def call(self, model: Model, request: DecodedRequest, times: RequestTimes) -> Any:
+        """`model` on a decoded request, traced when tracing is on: what every front end calls."""
         if self._tracer is None:
             return await model(request.inputs, request.parameters, times)
         attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
