@@ -228,6 +228,7 @@ class OIPApp:
 
     def model_metadata(self, model: Model) -> ModelMetadata:
         """`model`'s metadata (name, versions, platform, tensors, properties), as every wire tells it."""
+
         def tensors(specs: tuple[TensorSpec, ...] | None) -> list[TensorMetadata]:
             return [TensorMetadata(spec.name, spec.datatype, list(spec.shape)) for spec in specs or ()]
 
