@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import anyio
 from starlette.types import Message, Receive, Scope, Send
 
 from ._body import BodyReader
 from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, OIPError
-from ._inference import DecodedRequest, model_outputs
+from ._inference import DecodedRequest, OutputTensor, model_outputs
 from ._models import Model, ModelRepository, ModelsArgument, TensorSpec
 from ._openapi import OpenAPI
 from ._paths import route_path
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 logger = logging.getLogger("oip_asgi")
+Encoded = TypeVar("Encoded")
 access_logger = logging.getLogger("oip_asgi.access")
 
 EXTENSIONS = ["binary_tensor_data", "classification", "statistics"]
@@ -257,19 +259,12 @@ class OIPApp:
         try:
             request = await read_request(reader, header_length, model, max_header_size=self.max_json_size)
             times.decoded = now()
-            try:
-                result = await self.call(model, request, times)
-                returned = now()
-                times.returned = True
-                outputs, parameters = model_outputs(model, request, result)
-                header, binary = inference_response(model, request, outputs, parameters)
-            except OIPError:
-                if times.called:  # the model ran, or was about to: its failure, counted once
-                    model.statistics.failed(times, now())
-                raise
-            built = now()
-            times.output = built - returned
-            model.statistics.succeeded(times, built)
+            header, binary = await self.infer(
+                model,
+                request,
+                times,
+                lambda outputs, parameters: inference_response(model, request, outputs, parameters),
+            )
             size = len(header) + sum(map(len, binary))
             await send_inference(send, header, binary, choose_encoding(headers.get(b"accept-encoding")))
             status = 200
@@ -282,6 +277,29 @@ class OIPApp:
         finally:
             if self.access_log:
                 _log_access(model, status, reader.received, size, times)
+
+    async def infer(
+        self,
+        model: Model,
+        request: DecodedRequest,
+        times: RequestTimes,
+        encode: Callable[[list[OutputTensor], dict[str, Any] | None], Encoded],
+    ) -> Encoded:
+        """`model` on a decoded request, its outputs built and then encoded by the wire's `encode`,
+        all of it counted in the model's statistics: what every front end runs."""
+        try:
+            result = await self.call(model, request, times)
+            returned = now()
+            times.returned = True
+            encoded = encode(*model_outputs(model, request, result))
+        except OIPError:
+            if times.called:  # the model ran, or was about to: its failure, counted once
+                model.statistics.failed(times, now())
+            raise
+        built = now()
+        times.output = built - returned
+        model.statistics.succeeded(times, built)
+        return encoded
 
     async def call(self, model: Model, request: DecodedRequest, times: RequestTimes) -> Any:
         """`model` on a decoded request, traced when tracing is on: what every front end calls."""

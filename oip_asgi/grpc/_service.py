@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError, Message
 
 from .._app import OIPApp, _log_access
 from .._errors import BadRequest, NotFound, OIPError
-from .._inference import model_outputs
+from .._inference import OutputTensor
 from .._statistics import RequestTimes, now
 from . import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
@@ -168,20 +168,11 @@ class InferenceService:
         try:
             decoded, typed = decode_request(request, model, raw)
             times.decoded = now()
-            try:
-                result = await app.call(model, decoded, times)
-                returned = now()
-                times.returned = True
-                outputs, parameters = model_outputs(model, decoded, result)
-                response, raw = encode_response(model, decoded, outputs, parameters, typed)
-                body = serialize(response, raw, stream_field)
-            except OIPError:
-                if times.called:  # the model ran, or was about to: its failure, counted once
-                    model.statistics.failed(times, now())
-                raise
-            built = now()
-            times.output = built - returned
-            model.statistics.succeeded(times, built)
+
+            def encode(outputs: list[OutputTensor], parameters: dict[str, Any] | None) -> bytes:
+                return serialize(*encode_response(model, decoded, outputs, parameters, typed), stream_field)
+
+            body = await app.infer(model, decoded, times, encode)
             status, size = 200, len(body)
             return body
         except OIPError as error:
