@@ -38,6 +38,13 @@ G2_BYTES = 4 * 1024 * 1024
 G4_BYTES = 64 * 1024 * 1024
 LOADGEN_ENV = "ours-grpc"
 LOADGEN_REQUIREMENTS = (f"-e {envs.ROOT}[examples,grpc]", "uvloop", "httptools")
+# --keep-memory: glibc keeps freed memory instead of returning it to the kernel and faulting it back in
+# (grpcio allocates and frees each large message several times); given to every server alike.
+KEEP_MEMORY = {
+    "MALLOC_TRIM_THRESHOLD_": str(512 * 2**20),
+    "MALLOC_MMAP_THRESHOLD_": str(512 * 2**20),
+    "MALLOC_TOP_PAD_": str(64 * 2**20),
+}
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,8 @@ def measure_server(
     for flag, value in ports.items():
         command += [flag, str(value)]
     env = dict(peer.environment)
+    if args.keep_memory:
+        env.update(KEEP_MEMORY)
     if peer.libpython:
         env["LD_LIBRARY_PATH"] = ":".join(filter(None, [envs.libpython_dir(python), os.environ.get("LD_LIBRARY_PATH")]))
     server = procs.Server(name, command, port, args.results / "raw" / "logs" / f"{name}.log", env)
@@ -236,8 +245,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--warmup", type=float)
     parser.add_argument("--servers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
     parser.add_argument("--workloads", default="G1,G2,G4")
-    parser.add_argument("--results", type=Path, default=envs.BENCH / "results" / "grpc")
+    parser.add_argument("--keep-memory", action="store_true", help="every server with glibc keeping its memory")
+    parser.add_argument("--results", type=Path, help="default: bench/results/grpc (grpc-keep-memory)")
     args = parser.parse_args(argv)
+    if args.results is None:
+        args.results = envs.BENCH / "results" / ("grpc-keep-memory" if args.keep_memory else "grpc")
     args.rounds = args.rounds or (1 if args.quick else 5)
     args.seconds = args.seconds or (1.0 if args.quick else 5.0)
     args.warmup = args.warmup if args.warmup is not None else (0.0 if args.quick else 1.0)
@@ -281,6 +293,7 @@ def main(argv: list[str]) -> None:
             "seconds": args.seconds,
             "warmup": args.warmup,
             "workloads": args.workloads,
+            "environment": KEEP_MEMORY if args.keep_memory else {},
         },
         "versions": versions,
         "samples": run.samples,
