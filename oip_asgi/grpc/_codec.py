@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -119,6 +119,15 @@ def _read_varint(body: bytes, position: int) -> tuple[int, int]:
     raise BadRequest(f"the request is not a valid ModelInferRequest: a varint at byte {position} is truncated")
 
 
+class _Input(NamedTuple):
+    """An input's header read out of its message once: upb makes a new container at every `.shape`."""
+
+    name: str
+    datatype: str
+    shape: list[int]
+    tensor: pb.ModelInferRequest.InferInputTensor
+
+
 def decode_request(
     request: pb.ModelInferRequest, model: Model, raw: Sequence[bytes | memoryview] = ()
 ) -> tuple[DecodedRequest, bool]:
@@ -126,9 +135,9 @@ def decode_request(
 
     `raw` holds the raw contents `parse_request` split off, if it did; else they are the request's own.
     """
-    inputs = request.inputs
+    inputs = [_Input(tensor.name, tensor.datatype, list(tensor.shape), tensor) for tensor in request.inputs]
     check_inputs(model, inputs)
-    parameters = request_parameters(request.parameters, "")
+    parameters = request_parameters(request.parameters, "") if request.parameters else {}
     typed = parameters.get(TYPED_OUTPUTS, False)
     if not isinstance(typed, bool):
         raise BadRequest(f"parameter {TYPED_OUTPUTS} must be a boolean, got {typed!r}")
@@ -140,7 +149,7 @@ def decode_request(
     if not raw:
         raw = request.raw_input_contents
     if len(raw):
-        with_contents = next((tensor.name for tensor in inputs if tensor.HasField("contents")), None)
+        with_contents = next((item.name for item in inputs if item.tensor.HasField("contents")), None)
         if with_contents is not None:
             raise BadRequest(
                 f"input '{with_contents}' has typed contents, but the request has raw_input_contents; "
@@ -151,11 +160,11 @@ def decode_request(
                 f"the request has {len(raw)} raw_input_contents for {len(inputs)} inputs; "
                 "raw_input_contents[i] holds inputs[i]"
             )
-        for tensor, content in zip(inputs, raw, strict=True):
-            decoded.inputs[tensor.name] = _raw_input(tensor, content)
+        for item, content in zip(inputs, raw, strict=True):
+            decoded.inputs[item.name] = _raw_input(item, content)
     else:
-        for tensor in inputs:
-            decoded.inputs[tensor.name] = _typed_input(tensor)
+        for item in inputs:
+            decoded.inputs[item.name] = _typed_input(item)
     return decoded, typed
 
 
@@ -182,8 +191,8 @@ def _parameter_text(parameter: pb.InferParameter) -> str:
     return "no value" if choice is None else f"{choice} {getattr(parameter, choice)!r}"
 
 
-def _raw_input(tensor: pb.ModelInferRequest.InferInputTensor, content: bytes | memoryview) -> np.ndarray:
-    shape = list(tensor.shape)
+def _raw_input(tensor: _Input, content: bytes | memoryview) -> np.ndarray:
+    shape = tensor.shape
     expected = binary_size(tensor.datatype, shape)
     if expected is not None and len(content) != expected:
         raise BadRequest(
@@ -193,25 +202,24 @@ def _raw_input(tensor: pb.ModelInferRequest.InferInputTensor, content: bytes | m
     return array_from_binary(tensor.name, tensor.datatype, shape, np.frombuffer(content, dtype=np.uint8))
 
 
-def _typed_input(tensor: pb.ModelInferRequest.InferInputTensor) -> np.ndarray:
-    shape = list(tensor.shape)
+def _typed_input(item: _Input) -> np.ndarray:
+    tensor, shape, datatype = item.tensor, item.shape, item.datatype
     count = math.prod(shape)
-    datatype = tensor.datatype
     field = CONTENTS_FIELD.get(datatype)
     if not tensor.HasField("contents"):
         if count == 0 and field is not None:
             return np.empty(shape, dtype=native_dtype(datatype))
-        raise BadRequest(f"input '{tensor.name}' has no data: send raw_input_contents or typed contents")
+        raise BadRequest(f"input '{item.name}' has no data: send raw_input_contents or typed contents")
     contents = tensor.contents
     if field is None:
-        raise BadRequest(f"input '{tensor.name}' is {datatype}, which has no typed contents; send raw_input_contents")
+        raise BadRequest(f"input '{item.name}' is {datatype}, which has no typed contents; send raw_input_contents")
     others = [descriptor.name for descriptor, _ in contents.ListFields() if descriptor.name != field]
     if others:
-        raise BadRequest(f"input '{tensor.name}' is {datatype}, whose typed contents are {field}, not {others[0]}")
+        raise BadRequest(f"input '{item.name}' is {datatype}, whose typed contents are {field}, not {others[0]}")
     values: Sequence[Any] = getattr(contents, field)
     if len(values) != count:
         raise BadRequest(
-            f"input '{tensor.name}': {field} holds {len(values)} elements, shape {shape_text(shape)} needs {count}"
+            f"input '{item.name}': {field} holds {len(values)} elements, shape {shape_text(shape)} needs {count}"
         )
     if datatype == "BYTES":
         array = np.empty(count, dtype=object)
@@ -225,7 +233,7 @@ def _typed_input(tensor: pb.ModelInferRequest.InferInputTensor) -> np.ndarray:
         if outside.size:
             index = int(outside[0])
             raise BadRequest(
-                f"input '{tensor.name}': {datatype} element {index} is {int(wide[index])}, "
+                f"input '{item.name}': {datatype} element {index} is {int(wide[index])}, "
                 f"out of range [{info.min}, {info.max}]"
             )
         return wide.astype(dtype).reshape(shape)
