@@ -11,11 +11,7 @@ import pytest
 httpclient = pytest.importorskip("tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-NUMERIC = {
-    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
-    "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64,
-    "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
-}  # fmt: skip
+from .strategies import DTYPES  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +43,7 @@ def test_simple_add_sub(triton: httpclient.InferenceServerClient, binary: bool) 
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
 
 
-@pytest.mark.parametrize("datatype", [*NUMERIC, "BYTES"], ids=str)
+@pytest.mark.parametrize("datatype", [*DTYPES, "BYTES"], ids=str)
 @pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
 def test_identity_every_datatype(triton: httpclient.InferenceServerClient, datatype: str, binary: bool) -> None:
     if datatype == "BYTES":
@@ -55,7 +51,7 @@ def test_identity_every_datatype(triton: httpclient.InferenceServerClient, datat
     elif datatype == "BOOL":
         data = np.array([True, False, True])
     else:  # thousands of numbers (JSON this large is parsed by simdjson), the dtype's extremes among them
-        dtype = np.dtype(NUMERIC[datatype])
+        dtype = np.dtype(DTYPES[datatype])
         info = np.finfo(dtype) if dtype.kind == "f" else np.iinfo(dtype)
         steps = np.arange(2000) % 100 * (1.5 if dtype.kind == "f" else 1)
         data = np.concatenate([np.array([info.min, info.max], dtype), steps.astype(dtype)])

@@ -18,12 +18,7 @@ import tritonclient.grpc.aio as aioclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from ._servers import HOST, free_port, serving  # noqa: E402
-
-NUMERIC = {
-    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
-    "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64,
-    "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
-}  # fmt: skip
+from .strategies import DTYPES  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -89,14 +84,14 @@ def test_simple_with_request_id(triton: grpcclient.InferenceServerClient) -> Non
     assert [output.name for output in only.get_response().outputs] == ["OUTPUT1"]
 
 
-@pytest.mark.parametrize("datatype", [*NUMERIC, "BYTES"], ids=str)
+@pytest.mark.parametrize("datatype", [*DTYPES, "BYTES"], ids=str)
 def test_identity_every_datatype(triton: grpcclient.InferenceServerClient, datatype: str) -> None:
     if datatype == "BYTES":
         data = np.array([b"ascii", "ünïcode".encode(), b"", b"\0\xff"], dtype=np.object_)
     elif datatype == "BOOL":
         data = np.array([True, False, True])
     else:
-        dtype = np.dtype(NUMERIC[datatype])
+        dtype = np.dtype(DTYPES[datatype])
         info = np.finfo(dtype) if dtype.kind == "f" else np.iinfo(dtype)
         data = np.concatenate([np.array([info.min, info.max], dtype), (np.arange(100) % 7).astype(dtype)])
     result = triton.infer(f"identity_{datatype.lower()}", [tensor("INPUT0", data, datatype)])
