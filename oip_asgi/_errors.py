@@ -74,5 +74,18 @@ class ModelError(OIPError, status_code=500): ...
 class ModelNotReady(OIPError, status_code=503): ...
 
 
+# A name a client sent, echoed in a message: cut, so that a 20 kB name cannot make the error itself
+# too large to send (grpcio refuses status messages over its 16 KiB metadata limit).
+MAX_QUOTED = 200
+
+
+def quoted(name: str) -> str:
+    """`name` in quotes for an error message, its middle cut when it is longer than `MAX_QUOTED`."""
+    if len(name) <= MAX_QUOTED:
+        return f"'{name}'"
+    half = MAX_QUOTED // 2
+    return f"'{name[:half]}...{name[-half:]}' ({len(name)} characters)"
+
+
 class ClientDisconnected(Exception):
     """The client went away mid-request: there is nobody left to answer."""

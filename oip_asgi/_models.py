@@ -87,8 +87,8 @@ class Model:
     ``max_batch_delay`` seconds after its first request. Every input and output then declares a
     variable first dimension (-1), and the model returns one row of each output per input row.
 
-    The model's name is the one it is served under: the repository binds it (a `Model` listed under
-    two names is served as two).
+    ``name`` is the name to serve it under where nothing else names it (``oip-asgi serve`` of a model
+    file); a models mapping's key always wins (a `Model` listed under two names is served as two).
     """
 
     name: str = ""
@@ -101,6 +101,7 @@ class Model:
         outputs: Sequence[TensorSpec] | None = None,
         labels: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
         version: str = "1",
+        name: str = "",
         platform: str = "python",
         load: Callable[[], Any] | None = None,
         max_concurrency: int | None = None,
@@ -113,6 +114,7 @@ class Model:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         self.predict = predict
+        self.name = name
         self.inputs: tuple[TensorSpec, ...] | None = checked_specs(inputs, "inputs", TensorSpec)
         self.outputs: tuple[TensorSpec, ...] | None = checked_specs(outputs, "outputs", TensorSpec)
         check_signature(predict, self.inputs)
