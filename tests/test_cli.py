@@ -224,7 +224,7 @@ def test_a_model_is_served_under_its_attribute_name(modules: Path, monkeypatch: 
     )
     monkeypatch.syspath_prepend(str(modules))
     try:
-        assert load_target("cli_target:doubler").repository.names() == ["doubler"]
+        assert load_target("cli_target:doubler").core.repository.names() == ["doubler"]
         assert load_target("cli_target:app") is sys.modules["cli_target"].app
     finally:
         sys.modules.pop("cli_target", None)

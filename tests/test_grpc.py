@@ -169,9 +169,9 @@ def test_model_metadata_with_properties(stub: inference_pb2_grpc.GRPCInferenceSe
 @pytest.mark.parametrize(
     ("name", "version", "text"),
     [
-        ("missing", "", "unknown model 'missing'"),
-        ("", "", "unknown model ''"),
-        ("versioned", "7", "model 'versioned' has no version '7' (versions: 1, 2)"),
+        ("missing", "", "Request for unknown model: 'missing' is not found; the models are echo"),
+        ("", "", "Request for unknown model: '' is not found"),
+        ("versioned", "7", "Request for unknown model: 'versioned' version '7' is not found; its versions are 1, 2"),
     ],
     ids=["unknown", "empty", "version"],
 )
@@ -315,7 +315,7 @@ def test_stream_answers_in_order_with_ids_and_stays_open(channel: grpc.Channel) 
     answers = [pb.ModelStreamInferResponse.FromString(body) for body in stream(iter(sent), timeout=10)]
     assert [answer.infer_response.id for answer in answers] == ["s0", "lost", "s1", "", "short", "s2"]
     assert [bool(answer.error_message) for answer in answers] == [False, True, False, True, True, False]
-    assert answers[1].error_message.startswith("unknown model 'missing'")
+    assert answers[1].error_message.startswith("Request for unknown model: 'missing' is not found")
     assert answers[1].infer_response.model_name == "missing"
     assert "not a valid ModelInferRequest" in answers[3].error_message
     assert "raw_input_contents holds 16 bytes, but FP16 of shape [4] takes 8 bytes" in answers[4].error_message
@@ -661,7 +661,7 @@ async def test_serving_stops_gracefully_and_lets_calls_in_flight_finish() -> Non
     response = await call
     np.testing.assert_array_equal(output_array(response, "OUTPUT0", np.float32), F)
     await channel.close()
-    app.pool.shutdown()
+    app.core.pool.shutdown()
 
 
 @pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""A ``grpc.aio`` server for an `OIPApp`, in the event loop of the ASGI server that runs the app."""
+"""A ``grpc.aio`` server of an app's core (an `OIPApp`'s), in the event loop of the ASGI server that runs the app."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 
-from .._app import OIPApp
+from .._core import HasCore, ServerCore, core_of
 from . import inference_pb2 as pb
 from ._service import SERVICE, InferenceService
 
@@ -19,7 +19,7 @@ _FRAMING = 1 << 16
 
 
 def server(
-    app: OIPApp,
+    app: HasCore | ServerCore,
     address: str | None = None,
     *,
     credentials: grpc.ServerCredentials | None = None,
@@ -39,8 +39,9 @@ def server(
     server runs, "inference.GRPCInferenceService" and "readiness" once every model has loaded.
     `reflection` adds server reflection (for grpcurl). `options` are grpcio channel arguments.
     """
+    core = core_of(app)
     if max_message_size is None:
-        max_message_size = min(app.max_body_size + _FRAMING, _MAX_MESSAGE)
+        max_message_size = min(core.max_body_size + _FRAMING, _MAX_MESSAGE)
     if not 0 < max_message_size <= _MAX_MESSAGE:
         raise ValueError(f"max_message_size must be between 1 and {_MAX_MESSAGE} bytes, got {max_message_size}")
     channel_options = [
@@ -49,12 +50,12 @@ def server(
         *options,
     ]
     grpc_server = grpc.aio.server(interceptors=list(interceptors), options=channel_options)
-    grpc_server.add_generic_rpc_handlers([InferenceService(app).handler()])
+    grpc_server.add_generic_rpc_handlers([InferenceService(core).handler()])
     services = [SERVICE]
     if health:
         from ._health import add_health  # grpcio-health-checking, imported only when asked for
 
-        services.append(add_health(grpc_server, app))
+        services.append(add_health(grpc_server, core))
     if reflection:
         _add_reflection(grpc_server, services)
     if address is not None:
@@ -97,7 +98,7 @@ def bind(grpc_server: grpc.aio.Server, address: str, credentials: grpc.ServerCre
 
 @contextlib.asynccontextmanager
 async def serving(
-    app: OIPApp,
+    app: HasCore | ServerCore,
     address: str = DEFAULT_ADDRESS,
     *,
     credentials: grpc.ServerCredentials | None = None,
@@ -119,7 +120,7 @@ async def serving(
     grpc_server = server(app, **options)
     port = bind(grpc_server, address, credentials)
     await grpc_server.start()
-    app.start_loading()
+    core_of(app).start_loading()
     try:
         yield port
     finally:
