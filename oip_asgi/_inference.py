@@ -131,14 +131,7 @@ def _output_array(model: ServedModel, output: str, value: Any) -> tuple[np.ndarr
     spec = model.output_spec(output)
     if value is None:
         raise ModelError(f"model '{model.name}' returned nothing (None) for output '{output}'")
-    try:
-        array, datatype = output_array(output, value, spec.datatype if spec else None)
-    except (TypeError, ValueError) as exc:
-        raise ModelError(f"model '{model.name}': {exc}") from None
-    except Exception as exc:  # an array-like that fails to convert, e.g. a torch tensor that requires grad
-        raise ModelError(
-            f"model '{model.name}': output '{output}' is not an array: {type(exc).__name__}: {exc}"
-        ) from exc
+    array, datatype = output_array(model.name, output, value, spec.datatype if spec else None)
     if spec is not None and not spec.accepts_shape(array.shape):
         raise ModelError(
             f"model '{model.name}' returned output '{output}' with shape {shape_text(array.shape)}, "

@@ -15,9 +15,10 @@ from starlette.types import Send
 
 from ._errors import OIPError
 from ._inference import DecodedRequest, OutputTensor
+from ._json_tensors import json_data
 from ._schemas import InferenceResponse, ResponseOutput, encoder
 from ._serving import ServedModel
-from ._tensors import binary_chunks, json_data
+from ._tensors import binary_chunks
 
 JSON = (b"content-type", b"application/json")
 OCTET_STREAM = (b"content-type", b"application/octet-stream")

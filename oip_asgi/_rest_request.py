@@ -13,9 +13,10 @@ from ._checks import check_against, check_inputs, check_outputs, raw_input_shape
 from ._errors import BadRequest, PayloadTooLarge
 from ._inference import DecodedRequest, RequestedOutput
 from ._json_request import decode_request
+from ._json_tensors import array_from_json
 from ._schemas import InferenceRequest, RequestInput
 from ._serving import ServedModel
-from ._tensors import array_from_binary, array_from_json, binary_size, shape_text
+from ._tensors import array_from_binary, binary_size, shape_text
 
 
 async def read_request(

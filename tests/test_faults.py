@@ -403,6 +403,11 @@ async def test_model_faults_not_covered_in_test_app_are_500s_naming_the_problem(
             "output 'y' is not an array: RuntimeError: Can't call numpy() on Tensor that requires grad",
         ),
         "int_key": (lambda x: {1: x}, "returned an output keyed 1; output names are strings"),
+        # onnxruntime's session.run returns a list of its outputs, without their names.
+        "session_run": (
+            lambda x: [x, x * 2],
+            "returned a list of 2 arrays; return a mapping of output name to array (or declare its outputs)",
+        ),
         "bytes_key": (lambda x: {b"y": x}, "returned an output keyed b'y'; output names are strings"),
     }
     models = {name: model for name, (model, _) in faults.items()}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
+import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -577,6 +579,22 @@ def test_expose_errors_false_hides_the_models_text() -> None:
         )
     assert error.code() == grpc.StatusCode.INTERNAL
     assert "no luck" not in error.details() and "error id" in error.details()
+
+
+def test_a_cancelled_call_is_logged_as_499_as_rest_logs_a_client_that_left(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="oip_asgi.access")
+    app = oip_asgi.oip_app({"sleepy": sleepy}, access_log=True)
+    with grpc_server(app) as address, grpc.insecure_channel(address) as channel:
+        call = inference_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer
+        with pytest.raises(grpc.RpcError) as left:
+            call(request("sleepy", ("X", "FP32", np.array([30], np.float32))), timeout=0.5)
+        assert left.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        deadline = time.monotonic() + 10  # the server hears of it a moment later, on its own thread
+        while not caplog.records and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert [record.getMessage().split(" bytes_in")[0] for record in caplog.records] == [
+        "model=sleepy version=1 status=499"
+    ]
 
 
 def test_interceptors_see_every_call() -> None:

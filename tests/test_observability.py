@@ -83,6 +83,26 @@ async def test_metrics_go_to_the_registry_given_and_are_zero_before_any_request(
         oip_app({"m": Model(lambda x: x, **SPECS)}, metrics="yes")  # type: ignore[arg-type]
 
 
+async def test_request_duration_counts_successful_requests_only_as_triton_does() -> None:
+    # Dashboards divide nv_inference_request_duration_us by nv_inference_request_success.
+    def sometimes(x: np.ndarray) -> np.ndarray:
+        if x[0] < 0:
+            raise ValueError("negative")
+        return x
+
+    registry = CollectorRegistry()
+    app = oip_app({"m": Model(sometimes, **SPECS)}, metrics=registry)
+    failing = {"inputs": [{**REQUEST["inputs"][0], "data": [-1, 2]}]}
+    async with client(app) as http:
+        assert (await http.post("/models/m/infer", json=REQUEST)).status_code == 200
+        assert (await http.post("/models/m/infer", json=failing)).status_code == 500
+    labels = (("model", "m"), ("version", "1"))
+    found = samples(generate_latest(registry).decode())
+    success_us = app.core.model("m").statistics.success.ns / 1000
+    assert found[("nv_inference_request_duration_us", labels)] == pytest.approx(success_us)
+    assert app.core.model("m").statistics.fail.ns > 0
+
+
 async def test_the_tracing_recipe_nests_the_model_call_in_the_request_span() -> None:
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
     from opentelemetry.sdk.trace import TracerProvider
