@@ -202,7 +202,8 @@ def test_usage_errors_exit_2(arguments: list[str], message: str) -> None:
         (
             "--metrics-port",
             "prometheus_client",
-            "--metrics-port needs prometheus_client: pip install 'oip-asgi[metrics]'",
+            "--metrics-port needs prometheus_client: pip install -e '.[metrics]' in a clone of oip-asgi "
+            "(pip install 'oip-asgi[metrics]' once it is on PyPI)",
         ),
     ],
 )

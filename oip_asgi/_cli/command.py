@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from .._extras import install_line
 from .arguments import parser
 from .served import Served
 from .target import TargetError, load_target
@@ -63,22 +64,20 @@ def serve(args: argparse.Namespace) -> int:
         try:
             importlib.import_module("oip_asgi.grpc")
         except ImportError as exc:
-            _error(
-                f"--grpc-port needs the gRPC half, which this installation lacks ({exc}): pip install 'oip-asgi[grpc]'"
-            )
+            _error(f"--grpc-port needs the gRPC half, which this installation lacks ({exc}): {install_line('grpc')}")
             return USAGE
         grpc_address = f"[{args.host}]:{args.grpc_port}" if ":" in args.host else f"{args.host}:{args.grpc_port}"
     if args.metrics_port is not None:
         try:
             importlib.import_module("prometheus_client")
         except ImportError:
-            _error("--metrics-port needs prometheus_client: pip install 'oip-asgi[metrics]'")
+            _error(f"--metrics-port needs prometheus_client: {install_line('metrics')}")
             return USAGE
         metrics = (args.host, args.metrics_port, args.workers)
     try:
         import uvicorn
     except ImportError:
-        _error("serving needs uvicorn: pip install 'oip-asgi[serve]'")
+        _error(f"serving needs uvicorn: {install_line('serve')}")
         return USAGE
     options: dict[str, Any] = {
         "host": args.host,
