@@ -7,6 +7,7 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -229,6 +230,18 @@ def test_a_model_is_served_under_its_attribute_name(modules: Path, monkeypatch: 
         assert load_target("cli_target:app") is sys.modules["cli_target"].app
     finally:
         sys.modules.pop("cli_target", None)
+
+
+def test_the_docs_serve_commands_name_targets_that_load_from_the_repository_root() -> None:
+    targets = {
+        target
+        for doc in ("README.md", "docs/deploy.md")
+        for target in re.findall(r"oip-asgi serve ([a-z][\w.]*:[\w.]+)", (ROOT / doc).read_text())
+    }
+    runnable = {target for target in targets if not target.startswith("mymodels")}  # the reader's module, named so
+    assert "examples.models:models" in runnable
+    for target in sorted(runnable):  # as the command imports them from the repository root
+        assert load_target(target).repository.names(), target
 
 
 @contextlib.asynccontextmanager
