@@ -7,16 +7,12 @@ Run it with ``uvicorn examples.observability:app`` and scrape ``localhost:8000/m
 
 from __future__ import annotations
 
-import logging
-
 import prometheus_client
 from fastapi import FastAPI
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
 import oip_asgi
 from examples.models import models
-
-logging.getLogger("oip_asgi.access").setLevel(logging.INFO)
 
 app = FastAPI()
 oip_asgi.mount(app, models, path="/v2", metrics=True, tracing=True, access_log=True)

@@ -14,6 +14,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ._body import BodyReader
 from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, OIPError
 from ._inference import DecodedRequest, OutputTensor, model_outputs
+from ._logging import show_unless_configured
 from ._models import Model, ModelRepository, ModelsArgument, TensorSpec
 from ._openapi import OpenAPI
 from ._paths import route_path
@@ -104,6 +105,8 @@ class OIPApp:
         self._openapi = OpenAPI(self._server_metadata, self.repository)
         self._tracer = tracer() if tracing else None
         self.access_log = access_log
+        if access_log:
+            show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
         if metrics is not False:
             # prometheus_client is the `metrics` extra: imported only by the apps that ask for it.
             from ._metrics import register

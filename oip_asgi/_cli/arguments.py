@@ -81,7 +81,8 @@ def parser() -> argparse.ArgumentParser:
         "--log-level",
         choices=["critical", "error", "warning", "info", "debug", "trace"],
         default="info",
-        help="uvicorn's log level (default: %(default)s)",
+        help="the log level of uvicorn and of the oip_asgi loggers, where an app's access_log=True lines go "
+        "(default: %(default)s)",
     )
     serve.add_argument("--no-access-log", action="store_true", help="do not log a line per request")
     return command

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import logging.config
 import os
 import signal
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 
 from .._extras import install_line
 from .arguments import parser
+from .logs import log_config
 from .served import Served
 from .target import TargetError, load_target
 
@@ -84,6 +86,7 @@ def serve(args: argparse.Namespace) -> int:
         "port": args.port,
         "lifespan": "on",
         "log_level": args.log_level,
+        "log_config": log_config(args.log_level),
         "access_log": not args.no_access_log,
         "timeout_graceful_shutdown": args.timeout_graceful_shutdown,
         "timeout_keep_alive": args.timeout_keep_alive,
@@ -95,6 +98,7 @@ def serve(args: argparse.Namespace) -> int:
             _error(f"no module named {top!r} (run from the directory that holds it, or name it with --app-dir)")
             return STARTUP_FAILURE
         return _supervise(args.workers, {"target": args.target, "grpc": grpc_address, "metrics": metrics}, options)
+    logging.config.dictConfig(options["log_config"])  # before the app is built, as a worker's is
     try:
         app = load_target(args.target, metrics=metrics is not None)
     except TargetError as exc:
