@@ -51,7 +51,9 @@ def test_a_scrape_of_a_real_server_carries_triton_named_counts(observed: Server)
             triton.infer("sqrt", [tensor])  # the model refuses: a failure from its call
     finally:
         triton.close()
-    text = httpx.get(f"http://{observed.address}/metrics/").text
+    scraped = httpx.get(f"http://{observed.address}/metrics")  # httpx follows no redirect: a 307 fails here
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
+    text = scraped.text
     found = samples(text)
     labels = (("model", "identity_fp32"), ("version", "1"))
     assert found[("nv_inference_request_success", labels)] == 2
