@@ -84,7 +84,11 @@ def parser() -> argparse.ArgumentParser:
         help="the log level of uvicorn and of the oip_asgi loggers, where an app's access_log=True lines go "
         "(default: %(default)s)",
     )
-    serve.add_argument("--no-access-log", action="store_true", help="do not log a line per request")
+    serve.add_argument(
+        "--no-access-log",
+        action="store_true",
+        help="do not log uvicorn's line per request (an app's own access_log=True lines follow --log-level)",
+    )
     return command
 
 
