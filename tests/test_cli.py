@@ -235,8 +235,8 @@ def test_a_model_is_served_under_its_attribute_name(modules: Path, monkeypatch: 
 def test_the_docs_serve_commands_name_targets_that_load_from_the_repository_root() -> None:
     targets = {
         target
-        for doc in ("README.md", "docs/deploy.md")
-        for target in re.findall(r"oip-asgi serve ([a-z][\w.]*:[\w.]+)", (ROOT / doc).read_text())
+        for doc in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+        for target in re.findall(r"oip-asgi serve ([a-z][\w.]*:[\w.]+)", doc.read_text())
     }
     runnable = {target for target in targets if not target.startswith("mymodels")}  # the reader's module, named so
     assert "examples.models:models" in runnable
