@@ -10,7 +10,8 @@ usage error, 3 when serving could not start: MODULE:ATTR cannot be served (the r
 stderr, no traceback), the port is taken, a worker could not start.
 
 One module per job: ``target`` imports MODULE:ATTR, ``served`` is the whole server's ASGI app,
-``metrics_server`` the Prometheus port, ``arguments`` the command line, ``command`` runs uvicorn.
+``metrics_server`` the Prometheus port, ``arguments`` the command line, ``logs`` uvicorn's log
+configuration, ``command`` runs uvicorn.
 """
 
 from __future__ import annotations
