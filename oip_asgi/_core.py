@@ -20,6 +20,7 @@ import anyio
 
 from ._errors import ClientDisconnected, ModelError, OIPError, answer
 from ._inference import DecodedRequest, OutputTensor, model_outputs
+from ._logging import show_unless_configured
 from ._metadata import ModelMetadata, ServerMetadata, TensorMetadata
 from ._models import Model, ModelsArgument, Outputs, TensorSpec
 from ._repository import Repository, checked_models, declared_versions
@@ -87,6 +88,8 @@ class ServerCore:
         self.max_body_size = max_body_size  # the largest request, on any wire
         self.expose_errors = expose_errors
         self.access_log = access_log
+        if access_log:
+            show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
         self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=list(EXTENSIONS))
         self._tracer = tracer() if tracing else None
         self._loading: asyncio.Task[None] | None = None

@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 
 from ._datatypes import DATATYPES, bfloat16, datatype_of
+from ._extras import install_line
 
 
 def checked_datatype(value: Any, where: str) -> str:
     """`value` when it is a protocol datatype; a ValueError that suggests the one meant otherwise."""
     if isinstance(value, str) and value in DATATYPES:
         if value == "BF16" and bfloat16() is None:
-            raise ValueError(f"{where}: BF16 needs the ml_dtypes package on the server: pip install 'oip-asgi[bf16]'")
+            raise ValueError(f"{where}: BF16 needs the ml_dtypes package on the server: {install_line('bf16')}")
         return value
     meant = _datatype_meant(value)
     hint = f"; write {meant!r}" if meant else ""

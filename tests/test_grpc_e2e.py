@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,6 +48,19 @@ def served() -> Iterator[grpcclient.InferenceServerClient]:
         client = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
         yield client
         client.close()
+
+
+def test_serving_says_the_address_it_bound_under_plain_uvicorn() -> None:
+    port = free_port()
+    argv = ["-m", "uvicorn", "examples.grpc_app:app", "--host", HOST, "--port", str(port), "--log-level", "warning"]
+    # Port 0: only the line can tell where gRPC listens. uvicorn leaves the oip_asgi loggers bare.
+    with serving(argv, port, env={"OIP_GRPC_ADDRESS": f"{HOST}:0"}) as server:
+        (said,) = re.findall(rf"^INFO:oip_asgi.grpc:oip-asgi gRPC running on {HOST}:(\d+)$", server.output(), re.M)
+        client = grpcclient.InferenceServerClient(f"{HOST}:{said}")
+        try:
+            assert int(said) != 0 and client.is_server_ready()
+        finally:
+            client.close()
 
 
 def tensor(name: str, array: np.ndarray, datatype: str) -> grpcclient.InferInput:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -50,7 +51,9 @@ def test_a_scrape_of_a_real_server_carries_triton_named_counts(observed: Server)
             triton.infer("sqrt", [tensor])  # the model refuses: a failure from its call
     finally:
         triton.close()
-    text = httpx.get(f"http://{observed.address}/metrics/").text
+    scraped = httpx.get(f"http://{observed.address}/metrics")  # httpx follows no redirect: a 307 fails here
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
+    text = scraped.text
     found = samples(text)
     labels = (("model", "identity_fp32"), ("version", "1"))
     assert found[("nv_inference_request_success", labels)] == 2
@@ -64,6 +67,19 @@ def test_a_scrape_of_a_real_server_carries_triton_named_counts(observed: Server)
     # Triton's exact sample names: no _total, which prometheus_client gives its own counters.
     names = {line.split("{")[0] for line in text.splitlines() if line.startswith("nv_")}
     assert "nv_inference_request_success" in names and not any(name.endswith("_total") for name in names)
+
+
+def test_the_access_log_reaches_a_plain_uvicorns_output(observed: Server) -> None:
+    # uvicorn configures its own loggers only (and runs at --log-level warning here): the app's fallback prints.
+    tensor = {"shape": [1, 16], "datatype": "INT32", "data": list(range(16))}
+    request = {"inputs": [{"name": "INPUT0", **tensor}, {"name": "INPUT1", **tensor}]}
+    assert httpx.post(f"http://{observed.address}/v2/models/simple/infer", json=request).status_code == 200
+    line = "INFO:oip_asgi.access:model=simple version=1 status=200 bytes_in="
+    deadline = time.monotonic() + 10
+    while line not in observed.output():
+        assert time.monotonic() < deadline, observed.output()
+        time.sleep(0.05)
+    assert observed.output().count(line) == 1
 
 
 async def test_metrics_go_to_the_registry_given_and_are_zero_before_any_request() -> None:

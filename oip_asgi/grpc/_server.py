@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
 
 from .._core import HasCore, ServerCore, core_of
+from .._logging import show_unless_configured
 from . import inference_pb2 as pb
 from ._service import SERVICE, InferenceService
+
+logger = logging.getLogger("oip_asgi.grpc")
 
 DEFAULT_ADDRESS = "127.0.0.1:8001"
 _MAX_MESSAGE = 2**31 - 1  # gRPC's own ceiling: a message's length is an int32
@@ -120,8 +124,16 @@ async def serving(
     grpc_server = server(app, **options)
     port = bind(grpc_server, address, credentials)
     await grpc_server.start()
+    show_unless_configured(logger)  # where it listens, as uvicorn says where it does
+    logger.info("oip-asgi gRPC running on %s%s", _bound(address, port), " (TLS)" if credentials else "")
     core_of(app).start_loading()
     try:
         yield port
     finally:
         await grpc_server.stop(grace)
+
+
+def _bound(address: str, port: int) -> str:
+    """`address` with the port bound in place of the one asked for (0 picks one); a unix socket as it is."""
+    host, colon, asked = address.rpartition(":")
+    return f"{host}:{port}" if colon and asked.isdigit() else address
