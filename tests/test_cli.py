@@ -241,7 +241,7 @@ def test_the_docs_serve_commands_name_targets_that_load_from_the_repository_root
     runnable = {target for target in targets if not target.startswith("mymodels")}  # the reader's module, named so
     assert "examples.models:models" in runnable
     for target in sorted(runnable):  # as the command imports them from the repository root
-        assert load_target(target).repository.names(), target
+        assert load_target(target).core.repository.names(), target
 
 
 @contextlib.asynccontextmanager
