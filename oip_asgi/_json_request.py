@@ -12,8 +12,9 @@ from typing import Any
 
 import msgspec
 
+from ._checks import negative_dimensions, unknown_datatype
 from ._datatypes import DATATYPES
-from ._errors import BadRequest
+from ._errors import BadRequest, quoted
 from ._schemas import (
     InferenceRequest,
     flat_input_decoder,
@@ -65,6 +66,7 @@ class _InputOutline(msgspec.Struct):
 
     name: Any = None
     datatype: Any = None
+    shape: Any = None
     data: msgspec.Raw = msgspec.Raw(b"")  # msgspec.Raw takes any JSON value, null included
 
 
@@ -103,14 +105,24 @@ def _validation_message(error: msgspec.ValidationError, inputs: list[tuple[msgsp
             if not isinstance(outline.name, str):
                 break
             datatype = outline.datatype
+            # These two as the wire-neutral checks word them, so that gRPC's clients read the same
+            # (and msgspec's echo of a 20 kB datatype is not sent uncut).
+            if isinstance(datatype, str) and datatype not in DATATYPES:
+                return unknown_datatype(outline.name, datatype)
+            if _has_negative_dimension(outline.shape):
+                return negative_dimensions(outline.name, outline.shape)
             # The datatype explains a bound (`float` < 65520.0 is FP16's range).
             of = f" ({datatype})" if datatype in DATATYPES else ""
             # A nested element may also be a row (`int | array`); the element type is what was meant.
-            message = f"input '{outline.name}'{of}: {str(error).replace(' | array`', '`')}"
+            message = f"input {quoted(outline.name)}{of}: {str(error).replace(' | array`', '`')}"
             if datatype not in DATATYPES:  # the tag is checked first: the error is the datatype's
                 message += f"; the datatypes are {', '.join(DATATYPES)}"
             return message
     return f"invalid inference request: {error}"
+
+
+def _has_negative_dimension(shape: Any) -> bool:
+    return isinstance(shape, list) and all(type(dim) is int for dim in shape) and any(dim < 0 for dim in shape)
 
 
 # A bare NaN or Infinity where a JSON value starts: what clients write for non-finite floats.

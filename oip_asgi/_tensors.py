@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from ._datatypes import datatype_of, element_size, native_dtype, numpy_dtype, rounds_to_infinity
-from ._errors import BadRequest
+from ._errors import BadRequest, quoted
 from ._numbers import json_numbers
 from ._schemas import ELEMENT
 
@@ -48,7 +48,8 @@ def _nesting_depth(data: list[Any]) -> int:
 def _flatten(nested: list[Any], shape: list[int], name: str) -> list[Any]:
     if len(nested) != shape[0]:
         raise BadRequest(
-            f"input '{name}': data has {len(nested)} rows at dimension 0, shape {shape_text(shape)} says {shape[0]}"
+            f"input {quoted(name)}: data has {len(nested)} rows at dimension 0, "
+            f"shape {shape_text(shape)} says {shape[0]}"
         )
     items = nested
     for axis in range(1, len(shape)):
@@ -56,7 +57,7 @@ def _flatten(nested: list[Any], shape: list[int], name: str) -> list[Any]:
         for row in items:
             if len(row) != shape[axis]:
                 raise BadRequest(
-                    f"input '{name}': data has a row of {len(row)} at dimension {axis}, "
+                    f"input {quoted(name)}: data has a row of {len(row)} at dimension {axis}, "
                     f"shape {shape_text(shape)} says {shape[axis]}"
                 )
             flat.extend(row)
@@ -68,27 +69,27 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any] 
     """The tensor of decoded JSON ``data``: flat elements were checked by the request's schema."""
     if isinstance(data, np.ndarray):  # flat numbers the bulk parser already put in an array
         if data.size != math.prod(shape):
-            raise _miscount(name, data.size, shape)
+            raise miscount(name, data.size, shape)
         return data.reshape(shape)
     if datatype == "BF16":
-        raise BadRequest(f"input '{name}': BF16 has no JSON form; send it as binary data (binary_data_size)")
+        raise BadRequest(f"input {quoted(name)}: BF16 has no JSON form; send it as binary data (binary_data_size)")
     depth = _nesting_depth(data)
     items = data
     if depth > 1:
         # Nesting stops early only where a dimension is 0: [[]] is a tensor of shape [1, 0, 5].
         if depth != len(shape) and not (depth < len(shape) and 0 in shape[:depth]):
             raise BadRequest(
-                f"input '{name}': data is nested {depth} deep, but shape {shape_text(shape)} "
+                f"input {quoted(name)}: data is nested {depth} deep, but shape {shape_text(shape)} "
                 f"has {len(shape)} dimensions"
             )
         try:
             nested = msgspec.convert(data, _nested_type(datatype, depth))
         except msgspec.ValidationError as exc:
-            raise BadRequest(f"input '{name}': invalid {datatype} data: {exc}".replace("`$", "`$.data")) from None
+            raise BadRequest(f"input {quoted(name)}: invalid {datatype} data: {exc}".replace("`$", "`$.data")) from None
         items = _flatten(nested, shape[:depth], name)
     count = math.prod(shape)
     if len(items) != count:
-        raise _miscount(name, len(items), shape)
+        raise miscount(name, len(items), shape)
     if datatype == "BYTES":
         array = np.empty(count, dtype=object)
         try:
@@ -103,18 +104,20 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any] 
         else:  # FP16/FP32 round straight from the parsed doubles, which the schema kept in range
             array = np.fromiter(items, dtype, count)
     except OverflowError:  # UINT64 above 2**64 - 1: msgspec's bounds stop at int64
-        raise BadRequest(f"input '{name}': a value is out of range for {datatype}") from None
+        raise BadRequest(f"input {quoted(name)}: a value is out of range for {datatype}") from None
     except (TypeError, ValueError):
         raise _mixed(name) from None
     return array.reshape(shape)
 
 
-def _miscount(name: str, count: int, shape: list[int]) -> BadRequest:
-    return BadRequest(f"input '{name}': data has {count} elements, shape {shape_text(shape)} needs {math.prod(shape)}")
+def miscount(name: str, count: int, shape: Sequence[int]) -> BadRequest:
+    return BadRequest(
+        f"input {quoted(name)}: data has {count} elements, shape {shape_text(shape)} needs {math.prod(shape)}"
+    )
 
 
 def _mixed(name: str) -> BadRequest:
-    return BadRequest(f"input '{name}': data mixes elements and nested arrays at the same depth")
+    return BadRequest(f"input {quoted(name)}: data mixes elements and nested arrays at the same depth")
 
 
 _OVERFLOW = {np.dtype(t): rounds_to_infinity(t) for t in (np.float16, np.float32)}
@@ -132,7 +135,7 @@ def _first_overflow(values: np.ndarray, dtype: np.dtype) -> int | None:
     return int(overflowed[0]) if overflowed.size else None
 
 
-def binary_size(datatype: str, shape: list[int]) -> int | None:
+def binary_size(datatype: str, shape: Sequence[int]) -> int | None:
     """The exact byte size of a fixed-size tensor; None for BYTES, whose size is its own."""
     size = element_size(datatype)
     return size * math.prod(shape) if size else None
@@ -143,7 +146,7 @@ def array_from_binary(name: str, datatype: str, shape: list[int], buffer: np.nda
     if datatype == "BYTES":
         return _bytes_from_binary(name, shape, buffer.data)
     if datatype == "BOOL" and buffer.size and buffer.max() > 1:
-        raise BadRequest(f"input '{name}': BOOL bytes must be 0 or 1")
+        raise BadRequest(f"input {quoted(name)}: BOOL bytes must be 0 or 1")
     return buffer.view(numpy_dtype(datatype)).reshape(shape)
 
 
@@ -152,23 +155,23 @@ def _bytes_from_binary(name: str, shape: list[int], data: memoryview) -> np.ndar
     # Every element costs at least its 4-byte length: a shape claiming more cannot be satisfied.
     if count * _LENGTH.size > len(data):
         raise BadRequest(
-            f"input '{name}': {len(data)} bytes cannot hold {count} BYTES elements of shape {shape_text(shape)}"
+            f"input {quoted(name)}: {len(data)} bytes cannot hold {count} BYTES elements of shape {shape_text(shape)}"
         )
     array = np.empty(count, dtype=object)
     position = 0
     for index in range(count):
         if position + _LENGTH.size > len(data):
-            raise BadRequest(f"input '{name}': binary data ends inside the length of element {index}")
+            raise BadRequest(f"input {quoted(name)}: binary data ends inside the length of element {index}")
         (length,) = _LENGTH.unpack_from(data, position)
         position += _LENGTH.size
         if position + length > len(data):
             raise BadRequest(
-                f"input '{name}': element {index} claims {length} bytes, only {len(data) - position} remain"
+                f"input {quoted(name)}: element {index} claims {length} bytes, only {len(data) - position} remain"
             )
         array[index] = bytes(data[position : position + length])
         position += length
     if position != len(data):
-        raise BadRequest(f"input '{name}': {len(data) - position} bytes remain after the {count} BYTES elements")
+        raise BadRequest(f"input {quoted(name)}: {len(data) - position} bytes remain after the {count} BYTES elements")
     return array.reshape(shape)
 
 
@@ -181,25 +184,25 @@ def output_array(name: str, value: Any, datatype: str | None) -> tuple[np.ndarra
     actual = datatype_of(array.dtype)
     if datatype is None:
         if actual is None:
-            raise TypeError(f"output '{name}' has dtype {array.dtype}, which no protocol datatype carries")
+            raise TypeError(f"output {quoted(name)} has dtype {array.dtype}, which no protocol datatype carries")
         datatype = actual
     if datatype == "BYTES":
         return _as_bytes_array(name, array), datatype
     target = native_dtype(datatype)
     if array.dtype != target:
         if actual is None or actual == "BYTES" or not np.can_cast(array.dtype, target, casting="same_kind"):
-            raise TypeError(f"output '{name}' has dtype {array.dtype}, which does not cast to {datatype}")
+            raise TypeError(f"output {quoted(name)} has dtype {array.dtype}, which does not cast to {datatype}")
         if array.dtype.kind in "iu" and target.kind in "iu" and array.size and not np.can_cast(array.dtype, target):
             # same_kind lets int64 become INT32; a value that does not fit would silently wrap.
             info, low, high = np.iinfo(target), int(array.min()), int(array.max())
             if low < info.min or high > info.max:
                 value = low if low < info.min else high
-                raise ValueError(f"output '{name}' holds {value}, out of range for {datatype}")
+                raise ValueError(f"output {quoted(name)} holds {value}, out of range for {datatype}")
         if target in _OVERFLOW:  # FP64 -> FP32 (or a large integer -> FP16) can overflow to infinity
             index = _first_overflow(array, target)
             if index is not None:
                 value = array.reshape(-1)[index].item()
-                raise ValueError(f"output '{name}' holds {value!r}, out of range for {datatype}")
+                raise ValueError(f"output {quoted(name)} holds {value!r}, out of range for {datatype}")
         array = array.astype(target)
     return array, datatype
 
@@ -211,7 +214,9 @@ def _as_bytes_array(name: str, array: np.ndarray) -> np.ndarray:
         if isinstance(item, str):
             item = item.encode()
         elif not isinstance(item, bytes):
-            raise TypeError(f"output '{name}' is BYTES but element {index} is {type(item).__name__}, not bytes or str")
+            raise TypeError(
+                f"output {quoted(name)} is BYTES but element {index} is {type(item).__name__}, not bytes or str"
+            )
         result[index] = item
     return result.reshape(array.shape)
 
@@ -223,14 +228,17 @@ def json_data(name: str, array: np.ndarray, datatype: str) -> list[str] | msgspe
             return [item.decode() for item in array.ravel().tolist()]
         except UnicodeDecodeError:
             raise BadRequest(
-                f"output '{name}' holds BYTES that are not UTF-8, which JSON cannot carry; request it as binary data"
+                f"output {quoted(name)} holds BYTES that are not UTF-8, which JSON cannot carry; "
+                "request it as binary data"
             ) from None
     if datatype == "BF16":
-        raise BadRequest(f"output '{name}' is BF16, which has no JSON form; request it as binary data")
+        raise BadRequest(f"output {quoted(name)} is BF16, which has no JSON form; request it as binary data")
     text = json_numbers(array)
     # orjson prints NaN and infinity as null, the only "n" in numbers; one byte is searched by memchr.
     if array.dtype.kind == "f" and b"n" in text:
-        raise BadRequest(f"output '{name}' holds NaN or infinity, which JSON cannot carry; request it as binary data")
+        raise BadRequest(
+            f"output {quoted(name)} holds NaN or infinity, which JSON cannot carry; request it as binary data"
+        )
     return msgspec.Raw(text)
 
 

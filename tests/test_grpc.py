@@ -318,7 +318,7 @@ def test_stream_answers_in_order_with_ids_and_stays_open(channel: grpc.Channel) 
     assert answers[1].error_message.startswith("unknown model 'missing'")
     assert answers[1].infer_response.model_name == "missing"
     assert "not a valid ModelInferRequest" in answers[3].error_message
-    assert "raw_input_contents holds 16 bytes, but FP16 of shape [4] takes 8 bytes" in answers[4].error_message
+    assert "input 'X' has 16 bytes of binary data, but FP16 of shape [4] takes 8 bytes" in answers[4].error_message
     for answer, delay in zip([answers[0], answers[2], answers[5]], delays, strict=True):
         assert output_array(answer.infer_response, "OUTPUT0", np.float32).tolist() == [np.float32(delay)]
 
@@ -385,19 +385,32 @@ BAD_REQUESTS: dict[str, tuple[pb.ModelInferRequest, str]] = {
     ),
     "raw too short": (
         pb.ModelInferRequest(model_name="echo", inputs=[tensor()], raw_input_contents=[RAW_F[:-4]]),
-        "raw_input_contents holds 12 bytes, but FP32 of shape [4] takes 16 bytes",
+        "input 'X' has 12 bytes of binary data, but FP32 of shape [4] takes 16 bytes",
     ),
     "raw too long": (
         pb.ModelInferRequest(model_name="echo", inputs=[tensor()], raw_input_contents=[RAW_F + b"\0"]),
-        "raw_input_contents holds 17 bytes",
+        "input 'X' has 17 bytes of binary data",
     ),
     "raw partial element": (
         pb.ModelInferRequest(model_name="echo", inputs=[tensor(shape=(1,))], raw_input_contents=[b"\0\0"]),
-        "holds 2 bytes, but FP32 of shape [1] takes 4 bytes",
+        "has 2 bytes of binary data, but FP32 of shape [1] takes 4 bytes",
     ),
     "too few raw contents": (
         pb.ModelInferRequest(model_name="echo", inputs=[tensor("A"), tensor("B")], raw_input_contents=[RAW_F]),
-        "the request has 1 raw_input_contents for 2 inputs",
+        "the request has 1 raw_input_contents for 2 inputs; raw_input_contents[i] holds inputs[i]; "
+        "no raw_input_contents for input 'B'",
+    ),
+    "raw contents for one of three": (
+        pb.ModelInferRequest(
+            model_name="echo", inputs=[tensor("A"), tensor("B"), tensor("C")], raw_input_contents=[RAW_F]
+        ),
+        "no raw_input_contents for inputs 'B', 'C'",
+    ),
+    "raw contents for one of twenty": (
+        pb.ModelInferRequest(
+            model_name="echo", inputs=[tensor(f"I{i}") for i in range(20)], raw_input_contents=[RAW_F]
+        ),
+        "no raw_input_contents for inputs 'I1', 'I2', 'I3', 'I4', 'I5', 'I6', 'I7', 'I8' and 11 more",
     ),
     "more raw contents than inputs": (
         pb.ModelInferRequest(model_name="echo", inputs=[tensor()], raw_input_contents=[RAW_F, RAW_F]),
@@ -408,11 +421,13 @@ BAD_REQUESTS: dict[str, tuple[pb.ModelInferRequest, str]] = {
         pb.ModelInferRequest(
             model_name="echo", inputs=[tensor(contents=typed(fp32_contents=[0] * 4))], raw_input_contents=[RAW_F]
         ),
-        "input 'X' has typed contents, but the request has raw_input_contents",
+        # Triton's words first (clients match on them), then ours.
+        "contents field must not be specified when using raw_input_contents for 'X' for model 'echo'; "
+        "send every input one way",
     ),
     "typed count": (
         pb.ModelInferRequest(model_name="echo", inputs=[tensor(contents=typed(fp32_contents=[0] * 3))]),
-        "input 'X': fp32_contents holds 3 elements, shape [4] needs 4",
+        "input 'X': data has 3 elements, shape [4] needs 4",
     ),
     "wrong typed field": (
         pb.ModelInferRequest(model_name="echo", inputs=[tensor(contents=typed(fp64_contents=[0] * 4))]),
@@ -711,7 +726,7 @@ BIG_BODY = BIG_REQUEST.SerializeToString()
 
 
 def key(number: int, wire: int) -> bytes:
-    return bytes([number << 3 | wire])
+    return oip_asgi.grpc._codec._varint(number << 3 | wire)
 
 
 def test_a_large_request_round_trips(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
@@ -732,18 +747,62 @@ def test_a_large_request_with_fields_in_any_order(channel: grpc.Channel) -> None
 @pytest.mark.parametrize(
     ("body", "text"),
     [
-        (BIG_BODY + key(8, 3), "wire type 3"),
+        (BIG_BODY + key(8, 3), "is truncated"),  # a group that never ends
         (BIG_BODY + b"\xff" * 11, "a varint at byte"),
         (BIG_BODY + key(9, 1) + b"\0", "is truncated"),
         (BIG_BODY + key(1, 2) + b"\x05ab", "is truncated"),
         (BIG_BODY[:-3], "is truncated"),
         (BIG_BODY + key(0, 0) + b"\x00", "not a valid ModelInferRequest"),
     ],
-    ids=["group", "endless varint", "fixed64 cut", "string cut", "raw cut", "field zero"],
+    ids=["open group", "endless varint", "fixed64 cut", "string cut", "raw cut", "field zero"],
 )
 def test_malformed_large_requests_are_invalid_argument(channel: grpc.Channel, body: bytes, text: str) -> None:
     error = refused(channel.unary_unary(INFER), body)
     assert (error.code(), text in error.details()) == (INVALID, True), error.details()
+
+
+# Unknown fields in group encoding (wire types 3 and 4), which protobuf skips: as a small message parsed
+# by protobuf, and after a large one's raw contents, parsed by our reader, they get the same answer.
+GROUPS = {
+    "group": (key(15, 3) + key(1, 0) + b"\x07" + key(15, 4), grpc.StatusCode.OK),
+    "nested groups": (
+        key(15, 3) + key(300, 3) + key(2, 2) + b"\x02ab" + key(300, 4) + key(3, 5) + b"\0" * 4 + key(15, 4),
+        grpc.StatusCode.OK,
+    ),
+    "group closed by another field's end tag": (key(15, 3) + key(16, 4), INVALID),
+    "end tag with no group": (key(15, 4), INVALID),
+}
+
+
+@pytest.mark.parametrize("size", ["small", "large"])
+@pytest.mark.parametrize("case", list(GROUPS), ids=str)
+def test_unknown_groups_are_skipped_as_protobuf_skips_them(channel: grpc.Channel, case: str, size: str) -> None:
+    field, code = GROUPS[case]
+    body = (VALID_BODY if size == "small" else BIG_BODY) + field
+    assert (len(body) < oip_asgi.grpc._codec.SPLIT_ABOVE) == (size == "small")
+    assert outcome(channel, body) == code
+
+
+def test_client_strings_in_grpc_only_messages_are_cut(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    # Past grpcio's 16 KiB limit on a status message, the client would get RESOURCE_EXHAUSTED instead.
+    # The names both wires echo are in tests/parity_cases.py.
+    long = "p" * 20_000
+    cut = f"'{'p' * 100}...{'p' * 100}' (20000 characters)"
+    message = request("parameters", ("X", "FP32", np.ones(2, np.float32)))
+    message.parameters[long].SetInParent()
+    assert_refused(stub.ModelInfer, message, INVALID, f"parameter {cut} has no value")
+    message = request("parameters", ("X", "FP32", np.ones(2, np.float32)))
+    message.parameters[oip_asgi.grpc.TYPED_OUTPUTS].string_param = long
+    assert_refused(stub.ModelInfer, message, INVALID, f"must be a boolean, got {cut}")
+    message = request("described", ("X", "FP32", np.zeros((1, 3), np.float32)))
+    message.outputs.add(name="X").parameters["classification"].string_param = long
+    assert_refused(stub.ModelInfer, message, INVALID, f"got string_param {cut}")
+    message = request("echo", (long, "FP32", F), ("B", "FP32", F))
+    message.inputs[0].contents.fp32_contents.extend([0] * 4)
+    assert_refused(stub.ModelInfer, message, INVALID, f"using raw_input_contents for {cut} for model 'echo'")
+    message = request("echo", ("A", "FP32", F), (long, "FP32", F))
+    del message.raw_input_contents[1]
+    assert_refused(stub.ModelInfer, message, INVALID, f"no raw_input_contents for input {cut}")
 
 
 def raw_first(message: pb.ModelInferRequest) -> tuple[bytes, bytes]:
