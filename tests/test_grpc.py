@@ -530,15 +530,18 @@ def test_reflection_describes_the_service(channel: grpc.Channel) -> None:
 
 @pytest.mark.anyio
 async def test_serving_stops_gracefully_and_lets_calls_in_flight_finish() -> None:
+    entered = asyncio.Event()
+
     async def slow(X: np.ndarray) -> np.ndarray:
-        await asyncio.sleep(0.3)
+        entered.set()
+        await asyncio.sleep(0.3)  # the subject: a call still running when the server is told to stop
         return X
 
     app = oip_asgi.oip_app({"slow": slow})
     async with oip_asgi.grpc.serving(app, "127.0.0.1:0", grace=5) as port:
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
         call = inference_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request("slow", ("X", "FP32", F)))
-        await asyncio.sleep(0.1)  # the call is in flight when the block ends
+        await asyncio.wait_for(entered.wait(), 10)  # the call is in flight when the block ends
     response = await call
     np.testing.assert_array_equal(output_array(response, "OUTPUT0", np.float32), F)
     await channel.close()
