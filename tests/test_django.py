@@ -190,6 +190,7 @@ def test_wsgi_refuses_a_chunked_body_it_cannot_read(wsgi: httpx.Client) -> None:
     assert "Content-Length" in response.json()["error"] and "waitress" in response.json()["error"]
 
 
+@pytest.mark.slow
 def test_real_uvicorn_with_tritonclient() -> None:
     # --lifespan on: startup fails outright if lifespan reached Django instead of the OIP app.
     with uvicorn("examples.django_asgi:application", "--lifespan", "on") as server:

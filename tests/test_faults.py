@@ -312,6 +312,7 @@ def check_still_serving(port: int) -> None:
 
 
 @pytest.mark.parametrize("http", ["httptools", "h11"])
+@pytest.mark.slow
 def test_a_real_server_shrugs_off_clients_that_leave(http: str) -> None:
     json_body, binary_body = json_echo(), binary_echo()
     half_json = raw_post("echo", *json_body)

@@ -474,6 +474,7 @@ def test_interceptors_see_every_call() -> None:
     assert seen == ["/inference.GRPCInferenceService/ServerLive"]
 
 
+@pytest.mark.slow
 def test_tls(tmp_path: Path) -> None:
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     made = subprocess.run(

@@ -20,6 +20,8 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 from ._servers import HOST, free_port, serving  # noqa: E402
 from .strategies import DTYPES  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def example() -> Iterator[tuple[str, str]]:

@@ -37,6 +37,7 @@ def observed() -> Iterator[Server]:
         yield server
 
 
+@pytest.mark.slow
 def test_a_scrape_of_a_real_server_carries_triton_named_counts(observed: Server) -> None:
     triton = httpclient.InferenceServerClient(observed.address)
     try:

@@ -126,6 +126,7 @@ async def test_lifespan_shutdown_stops_the_threads() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+@pytest.mark.slow
 def test_the_pool_starts_afresh_in_a_forked_child() -> None:
     # In a fresh interpreter: forking a process with pytest's threads around is its own hazard.
     code = textwrap.dedent(
