@@ -18,9 +18,11 @@ ModelReady answer for unknown models in tests/test_grpc.py.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -30,6 +32,7 @@ from oip_asgi._datatypes import DATATYPES, numpy_dtype
 LABELS = ("cat", "dog", "fish", "bird")
 LONG = "n" * 20_000  # a client's name larger than grpcio's 16 KiB limit on a status message
 PAIRS = ("typed", "raw")
+IHCL = "inference-header-content-length"
 
 
 def _fails(X: np.ndarray) -> np.ndarray:
@@ -306,3 +309,58 @@ CASES: list[Case] = [
            f"input 'x' has datatype '{'n' * 100}...{'n' * 100}' (20000 characters); the datatypes are",
            _t("x", LONG, (1,), raw=b"\0"), pairs=("raw",)),
 ]  # fmt: skip
+
+
+# -- a case as a REST request (tests/test_parity.py also sends it over gRPC; tests/hostile_cases.py documents it) --
+
+
+@dataclass(frozen=True)
+class RestRequest:
+    method: str
+    path: str  # from the mount: /v2/...
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def model_path(case: Case) -> str:
+    path = f"/v2/models/{quote(case.model, safe='')}"
+    return path + (f"/versions/{quote(case.version, safe='')}" if case.version else "")
+
+
+_GET_PATHS = {"live": "/v2/health/live", "ready": "/v2/health/ready", "server_metadata": "/v2"}
+
+
+def rest_request(case: Case, pair: str) -> RestRequest:
+    """The case as REST says it: for inference, JSON data for the "typed" pair, binary tensors for "raw"."""
+    if case.rpc in _GET_PATHS:
+        return RestRequest("GET", _GET_PATHS[case.rpc])
+    if case.rpc == "metadata":
+        return RestRequest("GET", model_path(case))
+    if case.rpc == "model_ready":
+        return RestRequest("GET", f"{model_path(case)}/ready")
+    inputs = []
+    parts = []
+    for tensor in case.inputs:
+        item: dict[str, Any] = {"name": tensor.name, "shape": list(tensor.shape), "datatype": tensor.datatype}
+        if pair == "typed":
+            item["data"] = [value.decode() if isinstance(value, bytes) else value for value in tensor.data or ()]
+        else:
+            parts.append(tensor.packed())
+            item["parameters"] = {"binary_data_size": len(parts[-1])}
+        inputs.append(item)
+    request: dict[str, Any] = {"inputs": inputs}
+    if case.request_id:
+        request["id"] = case.request_id
+    if case.outputs is not None:
+        request["outputs"] = [
+            {"name": output.name}
+            if output.classification is None
+            else {"name": output.name, "parameters": {"classification": output.classification}}
+            for output in case.outputs
+        ]
+    parameters = {**case.parameters, **({"binary_data_output": True} if pair == "raw" else {})}
+    if parameters:
+        request["parameters"] = parameters
+    head = json.dumps(request, separators=(",", ":")).encode()
+    headers = {"content-type": "application/json", **({IHCL: str(len(head))} if pair == "raw" else {})}
+    return RestRequest("POST", f"{model_path(case)}/infer", head + b"".join(parts), headers)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import numpy as np
@@ -22,11 +20,10 @@ from oip_asgi.grpc._codec import CONTENTS_FIELD  # noqa: E402
 from ._client import split_response  # noqa: E402
 from ._grpc import output_array  # noqa: E402
 from ._servers import HOST, free_port, serving  # noqa: E402
-from .parity_cases import CASES, Case  # noqa: E402
+from .parity_cases import CASES, Case, rest_request  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-IHCL = "inference-header-content-length"
 # Each wire's own switch for its output form, which reaches the model with the other parameters.
 WIRE_PARAMETERS = {"binary_data_output", oip_asgi.grpc.TYPED_OUTPUTS}
 
@@ -73,44 +70,9 @@ def stub(addresses: tuple[str, str]) -> Iterator[inference_pb2_grpc.GRPCInferenc
 # -- a case as REST requests -------------------------------------------------------------------------------------
 
 
-def _model_path(case: Case) -> str:
-    path = f"/v2/models/{quote(case.model, safe='')}"
-    return path + (f"/versions/{quote(case.version, safe='')}" if case.version else "")
-
-
-def _json_element(value: Any) -> Any:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def rest_infer(http: httpx.Client, case: Case, pair: str) -> Refusal | Inference:
-    """The JSON form for the "typed" pair; binary tensors both ways for the "raw" pair."""
-    inputs = []
-    parts = []
-    for tensor in case.inputs:
-        item: dict[str, Any] = {"name": tensor.name, "shape": list(tensor.shape), "datatype": tensor.datatype}
-        if pair == "typed":
-            item["data"] = [_json_element(value) for value in tensor.data or ()]
-        else:
-            parts.append(tensor.packed())
-            item["parameters"] = {"binary_data_size": len(parts[-1])}
-        inputs.append(item)
-    request: dict[str, Any] = {"inputs": inputs, "parameters": dict(case.parameters)}
-    if pair == "raw":
-        request["parameters"]["binary_data_output"] = True
-    if case.request_id:
-        request["id"] = case.request_id
-    if case.outputs is not None:
-        request["outputs"] = [
-            {"name": output.name}
-            if output.classification is None
-            else {"name": output.name, "parameters": {"classification": output.classification}}
-            for output in case.outputs
-        ]
-    head = json.dumps(request).encode()
-    headers = {"content-type": "application/json"}
-    if pair == "raw":
-        headers[IHCL] = str(len(head))
-    response = http.post(f"{_model_path(case)}/infer", content=head + b"".join(parts), headers=headers)
+    sent = rest_request(case, pair)
+    response = http.request(sent.method, sent.path, content=sent.body, headers=dict(sent.headers))
     if response.status_code != 200:
         return Refusal(response.status_code, response.json()["error"])
     header, payload = split_response(response)
@@ -151,14 +113,8 @@ def _values(datatype: str, array: np.ndarray) -> tuple[Any, ...]:
 def rest_answer(http: httpx.Client, case: Case, pair: str) -> Refusal | Inference | dict[str, Any]:
     if case.rpc == "infer":
         return rest_infer(http, case, pair)
-    path = {
-        "live": "/v2/health/live",
-        "ready": "/v2/health/ready",
-        "server_metadata": "/v2",
-        "metadata": _model_path(case),
-        "model_ready": f"{_model_path(case)}/ready",
-    }[case.rpc]
-    response = http.get(path)
+    sent = rest_request(case, pair)
+    response = http.request(sent.method, sent.path)
     body: dict[str, Any] = response.json()
     if "error" in body:
         return Refusal(response.status_code, body["error"])
