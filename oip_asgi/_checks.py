@@ -70,6 +70,10 @@ def check_binary_size(name: str, datatype: str, shape: Sequence[int], size: int)
         )
 
 
+def bad_classification(name: str, got: str) -> str:
+    return f"output {quoted(name)}: parameter classification must be a positive integer, got {got}"
+
+
 def unknown_datatype(name: str, datatype: str) -> str:
     return f"input {quoted(name)} has datatype {quoted(datatype)}; the datatypes are {', '.join(DATATYPES)}"
 

@@ -7,12 +7,13 @@ and the hints for the mistakes clients make.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import msgspec
 
-from ._checks import negative_dimensions, unknown_datatype
+from ._checks import bad_classification, negative_dimensions, unknown_datatype
 from ._datatypes import DATATYPES
 from ._errors import BadRequest, quoted
 from ._schemas import (
@@ -41,7 +42,7 @@ def decode_request(data: JSONText, header_length: int | None) -> InferenceReques
     try:
         return parse_request(data)
     except msgspec.ValidationError as exc:
-        raise BadRequest(_validation_message(exc, _outline(data))) from None  # parse_request outlined it already
+        raise BadRequest(_validation_message(exc, data)) from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec raises the latter for invalid UTF-8
         raise BadRequest(f"malformed inference request JSON: {exc}{_json_hint(data, header_length)}") from None
     except RecursionError:
@@ -95,9 +96,9 @@ def _has_rows(data: msgspec.Raw) -> bool:
     return _ROW.match(memoryview(data)) is not None
 
 
-def _validation_message(error: msgspec.ValidationError, inputs: list[tuple[msgspec.Raw, _InputOutline]]) -> str:
+def _validation_message(error: msgspec.ValidationError, data: JSONText) -> str:
     """msgspec's error, naming the input it is in: the first input that fails alone is the one."""
-    for raw, outline in inputs:
+    for raw, outline in _outline(data):
         decoder = nested_input_decoder if _has_rows(outline.data) else flat_input_decoder
         try:
             decoder.decode(raw)
@@ -118,7 +119,35 @@ def _validation_message(error: msgspec.ValidationError, inputs: list[tuple[msgsp
             if datatype not in DATATYPES:  # the tag is checked first: the error is the datatype's
                 message += f"; the datatypes are {', '.join(DATATYPES)}"
             return message
-    return f"invalid inference request: {error}"
+    return _classification_message(data) or f"invalid inference request: {error}"
+
+
+class _Outputs(msgspec.Struct):
+    outputs: Any = None
+
+
+def _classification_message(data: JSONText) -> str | None:
+    """A classification that is no positive integer, worded as gRPC's is: the first such output's."""
+    try:
+        outputs = msgspec.json.decode(data, type=_Outputs).outputs
+    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+        return None
+    for output in outputs if isinstance(outputs, list) else ():
+        parameters = output.get("parameters") if isinstance(output, dict) else None
+        name = output.get("name") if isinstance(output, dict) else None
+        if not isinstance(parameters, dict) or not isinstance(name, str):
+            continue
+        value = parameters.get("classification")
+        if value is None or (type(value) is int and value >= 1):
+            continue
+        if isinstance(value, str):
+            got = quoted(value)
+        elif isinstance(value, bool | int | float):
+            got = json.dumps(value)
+        else:
+            got = "an array" if isinstance(value, list) else "an object"
+        return bad_classification(name, got)
+    return None
 
 
 def _has_negative_dimension(shape: Any) -> bool:

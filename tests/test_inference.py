@@ -275,10 +275,11 @@ async def test_classification(scores: list[Any], k: int, expected: list[str]) ->
 @pytest.mark.parametrize(
     ("parameters", "message"),
     [
-        ({"classification": 0}, "Expected `int` >= 1"),
-        ({"classification": -2}, "Expected `int` >= 1"),
-        ({"classification": 1.5}, "got `float` - at `$.outputs[0].parameters.classification`"),
-        ({"classification": "3"}, "got `str` - at `$.outputs[0].parameters.classification`"),
+        ({"classification": 0}, "output 'OUTPUT0': parameter classification must be a positive integer, got 0"),
+        ({"classification": -2}, "must be a positive integer, got -2"),
+        ({"classification": 1.5}, "must be a positive integer, got 1.5"),
+        ({"classification": "3"}, "must be a positive integer, got '3'"),
+        ({"classification": [3]}, "must be a positive integer, got an array"),
         ({"binary_data": "yes"}, "got `str` - at `$.outputs[0].parameters.binary_data`"),
     ],
 )

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from .._checks import check_binary_size, check_inputs, check_outputs
+from .._checks import bad_classification, check_binary_size, check_inputs, check_outputs
 from .._datatypes import native_dtype
 from .._errors import BadRequest, ModelError, quoted
 from .._inference import DecodedRequest, OutputTensor, RequestedOutput
@@ -224,11 +224,11 @@ def _requested(request: pb.ModelInferRequest) -> list[RequestedOutput]:
         if parameter is not None:
             choice = parameter.WhichOneof("parameter_choice")
             value = parameter.int64_param if choice == "int64_param" else parameter.uint64_param
-            if choice not in ("int64_param", "uint64_param") or value < 1:
-                raise BadRequest(
-                    f"output {quoted(output.name)}: parameter classification must be a positive integer "
-                    f"(int64_param), got {_parameter_text(parameter)}"
-                )
+            integer = choice in ("int64_param", "uint64_param")
+            if not integer or value < 1:
+                # An integer as REST would show it; any other choice named, so the client sees its mistake.
+                got = str(value) if integer else _parameter_text(parameter)
+                raise BadRequest(bad_classification(output.name, got))
             classification = value
         requested.append(RequestedOutput(output.name, classification))
     return requested
