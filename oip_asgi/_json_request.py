@@ -23,6 +23,7 @@ from ._schemas import (
     nested_request_decoder,
     request_decoder,
 )
+from ._tensors import INTEGERS, integer_out_of_range
 
 # From about this size simdjson's fixed ~10 us (a parser, the envelope rebuilt for msgspec) is paid back.
 BULK_SIZE = 8192
@@ -112,6 +113,9 @@ def _validation_message(error: msgspec.ValidationError, data: JSONText) -> str:
                 return unknown_datatype(outline.name, datatype)
             if _has_negative_dimension(outline.shape):
                 return negative_dimensions(outline.name, outline.shape)
+            outside = _integer_out_of_range(outline)
+            if outside is not None:
+                return outside
             # The datatype explains a bound (`float` < 65520.0 is FP16's range).
             of = f" ({datatype})" if datatype in DATATYPES else ""
             # A nested element may also be a row (`int | array`); the element type is what was meant.
@@ -148,6 +152,16 @@ def _classification_message(data: JSONText) -> str | None:
             got = "an array" if isinstance(value, list) else "an object"
         return bad_classification(name, got)
     return None
+
+
+def _integer_out_of_range(outline: _InputOutline) -> str | None:
+    if outline.datatype not in INTEGERS:
+        return None
+    try:
+        data = msgspec.json.decode(outline.data)
+    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+        return None
+    return integer_out_of_range(outline.name, outline.datatype, data)
 
 
 def _has_negative_dimension(shape: Any) -> bool:

@@ -65,6 +65,31 @@ def _flatten(nested: list[Any], shape: list[int], name: str) -> list[Any]:
     return items
 
 
+INTEGERS = frozenset(("UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64"))
+
+
+def out_of_range(name: str, datatype: str, index: int, value: int, low: int, high: int) -> str:
+    return f"input {quoted(name)}: {datatype} element {index} is {value}, out of range [{low}, {high}]"
+
+
+def integer_out_of_range(name: str, datatype: str, data: Any) -> str | None:
+    """The message for the first element of `data` (an integer datatype's, maybe nested) outside the datatype's
+    range, worded as for gRPC's typed contents; None when an element before it is no integer (its own error)."""
+    info = np.iinfo(native_dtype(datatype))
+    pending, index = [data], 0
+    while pending:  # row-major, as typed contents count their elements
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(reversed(item))
+            continue
+        if type(item) is not int:
+            return None
+        if not info.min <= item <= info.max:
+            return out_of_range(name, datatype, index, item, int(info.min), int(info.max))
+        index += 1
+    return None
+
+
 def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any] | np.ndarray) -> np.ndarray:
     """The tensor of decoded JSON ``data``: flat elements were checked by the request's schema."""
     if isinstance(data, np.ndarray):  # flat numbers the bulk parser already put in an array
@@ -85,6 +110,9 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any] 
         try:
             nested = msgspec.convert(data, _nested_type(datatype, depth))
         except msgspec.ValidationError as exc:
+            outside = integer_out_of_range(name, datatype, data) if datatype in INTEGERS else None
+            if outside is not None:
+                raise BadRequest(outside) from None
             raise BadRequest(f"input {quoted(name)}: invalid {datatype} data: {exc}".replace("`$", "`$.data")) from None
         items = _flatten(nested, shape[:depth], name)
     count = math.prod(shape)

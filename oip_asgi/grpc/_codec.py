@@ -20,7 +20,7 @@ from .._datatypes import native_dtype
 from .._errors import BadRequest, ModelError, quoted
 from .._inference import DecodedRequest, OutputTensor, RequestedOutput
 from .._models import Model
-from .._tensors import array_from_binary, binary_chunks, miscount
+from .._tensors import array_from_binary, binary_chunks, miscount, out_of_range
 from . import inference_pb2 as pb
 
 # The request parameter that asks for outputs in typed contents rather than raw_output_contents.
@@ -279,10 +279,7 @@ def _typed_input(item: _Input) -> np.ndarray:
         outside = np.flatnonzero((wide < info.min) | (wide > info.max))
         if outside.size:
             index = int(outside[0])
-            raise BadRequest(
-                f"input {quoted(item.name)}: {datatype} element {index} is {int(wide[index])}, "
-                f"out of range [{info.min}, {info.max}]"
-            )
+            raise BadRequest(out_of_range(item.name, datatype, index, int(wide[index]), info.min, info.max))
         return wide.astype(dtype).reshape(shape)
     return np.fromiter(values, dtype, count).reshape(shape)
 
