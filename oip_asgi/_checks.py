@@ -13,7 +13,8 @@ from typing import Protocol
 from ._datatypes import DATATYPES, element_size
 from ._errors import BadRequest, quoted
 from ._inference import RequestedOutput
-from ._models import Model, TensorSpec
+from ._models import TensorSpec
+from ._serving import ServedModel
 from ._tensors import binary_size, shape_text
 
 _MAX_DIMS = 64  # numpy's limit on array dimensions
@@ -78,7 +79,7 @@ def unknown_datatype(name: str, datatype: str) -> str:
     return f"input {quoted(name)} has datatype {quoted(datatype)}; the datatypes are {', '.join(DATATYPES)}"
 
 
-def check_inputs(model: Model, inputs: Sequence[TensorHeader]) -> None:
+def check_inputs(model: ServedModel, inputs: Sequence[TensorHeader]) -> None:
     seen = _unique((tensor.name for tensor in inputs), "input {} appears more than once")
     for tensor in inputs:
         if tensor.datatype not in DATATYPES:
@@ -106,7 +107,7 @@ def check_against(spec: TensorSpec, datatype: str, shape: Sequence[int], model: 
         )
 
 
-def check_outputs(model: Model, requested: Sequence[RequestedOutput]) -> None:
+def check_outputs(model: ServedModel, requested: Sequence[RequestedOutput]) -> None:
     _unique((output.name for output in requested), "output {} is requested more than once")
     if model.outputs is None:
         return

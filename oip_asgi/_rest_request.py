@@ -13,13 +13,14 @@ from ._checks import check_against, check_binary_size, check_inputs, check_outpu
 from ._errors import BadRequest, PayloadTooLarge, quoted
 from ._inference import DecodedRequest, RequestedOutput
 from ._json_request import decode_request
-from ._models import Model
+from ._json_tensors import array_from_json
 from ._schemas import InferenceRequest, RequestInput
-from ._tensors import array_from_binary, array_from_json
+from ._serving import ServedModel
+from ._tensors import array_from_binary
 
 
 async def read_request(
-    reader: BodyReader, header_length: int | None, model: Model, *, max_header_size: int
+    reader: BodyReader, header_length: int | None, model: ServedModel, *, max_header_size: int
 ) -> DecodedRequest:
     """The request in the body; `header_length` is Inference-Header-Content-Length (None without it)."""
     if header_length == 0:
@@ -111,7 +112,7 @@ def _binary_outputs(request: InferenceRequest) -> bool:
     return value
 
 
-async def _read_raw_binary(reader: BodyReader, model: Model) -> DecodedRequest:
+async def _read_raw_binary(reader: BodyReader, model: ServedModel) -> DecodedRequest:
     """Inference-Header-Content-Length: 0: the whole body is the single input's tensor bytes."""
     if model.inputs is None or len(model.inputs) != 1:
         count = "no declared inputs" if model.inputs is None else f"{len(model.inputs)} inputs"

@@ -177,9 +177,10 @@ CASES: list[Case] = [
     Case("metadata-version", "one version's metadata lists every version", "versioned", version="1",
          rpc="metadata", answer={"name": "versioned", "versions": ["1", "2"]}),
     _error("metadata-unknown-model", "metadata of a model that does not exist", "nope", 404,
-           "unknown model 'nope'", rpc="metadata"),
+           "Request for unknown model: 'nope' is not found", rpc="metadata"),
     _error("metadata-unknown-version", "metadata of a version that does not exist", "versioned", 404,
-           "model 'versioned' has no version '7' (versions: 1, 2)", version="7", rpc="metadata"),
+           "Request for unknown model: 'versioned' version '7' is not found; its versions are 1, 2", version="7",
+           rpc="metadata"),
     # -- inference: contents of every datatype, versions, ids, classification, parameters -------------------
     *[
         Case(f"contents-{datatype.lower()}", f"{datatype} elements back as they went", "echo",
@@ -212,9 +213,10 @@ CASES: list[Case] = [
          parameters={"flag": True, "count": -3, "name": "\u00fcn\u00ef", "ratio": 0.25},
          expected={"Y": ("FP32", (2,), (1.5, -2.0))}),
     # -- refusals -------------------------------------------------------------------------------------------
-    _error("model-unknown", "inference on a model that does not exist", "nope", 404, "unknown model 'nope'", _F),
+    _error("model-unknown", "inference on a model that does not exist", "nope", 404,
+           "Request for unknown model: 'nope' is not found", _F),
     _error("version-unknown", "inference on a version that does not exist", "two", 404,
-           "model 'two' has no version '9' (versions: 1)", _A, _B, version="9"),
+           "Request for unknown model: 'two' version '9' is not found; its versions are 1", _A, _B, version="9"),
     _error("model-raises", "a model's own exception", "fails", 500, "model 'fails' raised ValueError: no luck", _F),
     _error("model-bad-request", "a model that refuses its input", "refuses", 400, "X must be positive", _F),
     _error("model-not-found", "a model that finds nothing", "gone", 404, "the lookup table has no such key", _F),
@@ -302,9 +304,8 @@ CASES: list[Case] = [
            "output 'x' has shape [], which has no classes to rank", _t("x", "FP32", (), 1.0),
            outputs=(Output("x", 1),)),
     # -- a client's 20 kB name echoed: cut, so that gRPC can send the error (its status limit is 16 KiB) -------
-    _error("long-model-name", "inference on a model with a 20 kB name", LONG, 404, "unknown model 'nnnn", _F,
-           differs={pair: "the unknown-model message is the core's (oip_asgi/_models.py), which the lead words"
-                    for pair in PAIRS}),
+    _error("long-model-name", "inference on a model with a 20 kB name", LONG, 404,
+           f"Request for unknown model: '{'n' * 100}...{'n' * 100}' (20000 characters) is not found", _F),
     _error("long-input-name", "an unexpected input with a 20 kB name", "two", 400,
            f"unexpected input '{'n' * 100}...{'n' * 100}' (20000 characters); model 'two' takes a, b",
            _A, _B, _t(LONG, "INT32", (1,), 3)),

@@ -91,10 +91,20 @@ async def test_both_scope_path_conventions(root_in_path: bool) -> None:
 async def test_unknown_paths_models_versions_and_methods() -> None:
     app = host_with({"m": [Model(lambda **i: i, version="1"), Model(lambda **i: i, version="2")]})
     async with client(app) as http:
+        # Triton's words first (its client examples read them), then ours.
         response = await http.get("/v2/models/nope")
-        assert response.status_code == 404 and "unknown model 'nope'" in response.json()["error"]
+        assert response.status_code == 404
+        assert response.json()["error"] == "Request for unknown model: 'nope' is not found; the models are m"
         response = await http.get("/v2/models/m/versions/3")
-        assert response.status_code == 404 and "versions: 1, 2" in response.json()["error"]
+        assert response.status_code == 404
+        assert (
+            response.json()["error"] == "Request for unknown model: 'm' version '3' is not found; its versions are 1, 2"
+        )
+        response = await http.get("/v2/models/m/versions/latest")
+        assert response.status_code == 400
+        assert response.json()["error"] == (
+            "failed to get model version from specified version string 'latest'; model 'm' has versions 1, 2"
+        )
         response = await http.get("/v2/nowhere")
         assert response.status_code == 404 and response.headers["content-type"] == "application/json"
         response = await http.get("/v2/models/m/infer")
@@ -465,7 +475,8 @@ async def test_not_found_names_the_full_path_and_the_models_there_are() -> None:
     async with client(host_with(models)) as http:
         missing = (await http.get("/v2/models/m99")).json()["error"]
         nowhere = (await http.get("/v2/nowhere")).json()["error"]
-    assert missing == "unknown model 'm99'; the models are m00, m01, m02, m03, m04, m05, m06, m07, m08, m09 and 2 more"
+    listed = "m00, m01, m02, m03, m04, m05, m06, m07, m08, m09 and 2 more"
+    assert missing == f"Request for unknown model: 'm99' is not found; the models are {listed}"
     assert nowhere.startswith("no such path '/v2/nowhere'")
 
 

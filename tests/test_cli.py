@@ -7,6 +7,7 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,7 +34,7 @@ pytest.importorskip("uvicorn")
 
 
 def command(*arguments: str) -> list[str]:
-    return ["-m", "oip_asgi", "serve", *arguments, "--host", HOST, "--log-level", "warning"]
+    return ["-m", "oip_asgi", "serve", "--host", HOST, "--log-level", "warning", *arguments]  # a test's own win
 
 
 @contextlib.contextmanager
@@ -208,7 +209,8 @@ def test_usage_errors_exit_2(arguments: list[str], message: str) -> None:
         (
             "--metrics-port",
             "prometheus_client",
-            "--metrics-port needs prometheus_client: pip install 'oip-asgi[metrics]'",
+            "--metrics-port needs prometheus_client: pip install -e '.[metrics]' in a clone of oip-asgi "
+            "(pip install 'oip-asgi[metrics]' once it is on PyPI)",
         ),
     ],
 )
@@ -230,10 +232,22 @@ def test_a_model_is_served_under_its_attribute_name(modules: Path, monkeypatch: 
     )
     monkeypatch.syspath_prepend(str(modules))
     try:
-        assert load_target("cli_target:doubler").repository.names() == ["doubler"]
+        assert load_target("cli_target:doubler").core.repository.names() == ["doubler"]
         assert load_target("cli_target:app") is sys.modules["cli_target"].app
     finally:
         sys.modules.pop("cli_target", None)
+
+
+def test_the_docs_serve_commands_name_targets_that_load_from_the_repository_root() -> None:
+    targets = {
+        target
+        for doc in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+        for target in re.findall(r"oip-asgi serve ([a-z][\w.]*:[\w.]+)", doc.read_text())
+    }
+    runnable = {target for target in targets if not target.startswith("mymodels")}  # the reader's module, named so
+    assert "examples.models:models" in runnable
+    for target in sorted(runnable):  # as the command imports them from the repository root
+        assert load_target(target).repository.names(), target
 
 
 @contextlib.asynccontextmanager
@@ -403,6 +417,20 @@ def test_sigterm_lets_a_slow_request_finish_then_exits_0(tmp_path: Path, workers
         assert "Traceback" not in server.output()
 
 
+@pytest.mark.parametrize(("workers", "level", "lines"), [("1", "info", 1), ("2", "info", 1), ("1", "warning", 0)])
+@pytest.mark.slow
+def test_an_apps_access_log_goes_to_uvicorns_log_at_its_level(workers: str, level: str, lines: int) -> None:
+    with served("tests.apps_cli:logged", "--workers", workers, "--log-level", level) as server:
+        request = {"inputs": [{"name": "X", "datatype": "INT64", "shape": [1], "data": [7]}]}
+        assert post(server.address, "echo", request)["outputs"][0]["data"] == [7]
+        os.kill(server.pid, signal.SIGTERM)  # every line written once the server is gone
+        assert server.process.wait(15) == 0
+        output = server.output()
+    # uvicorn's handler and format, and no second copy from the app's own fallback handler.
+    assert output.count("model=echo version=1 status=200 bytes_in=") == lines, output
+    assert output.count("INFO:     model=echo version=1 status=200 bytes_in=") == lines, output
+
+
 def scrape(port: int) -> dict[str, float]:
     """The Triton-named samples at http://127.0.0.1:`port`/metrics, by their full text before the value."""
     with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=5) as response:
@@ -464,7 +492,12 @@ def test_grpc_port_serves_the_grpc_half_from_every_worker(workers: str) -> None:
     grpcclient = pytest.importorskip("tritonclient.grpc")
     grpc_port = free_port()
     a = np.arange(16, dtype=np.int32).reshape(1, 16)
-    with served("examples.models:models", "--workers", workers, "--grpc-port", str(grpc_port)) as server:
+    options = ("--workers", workers, "--grpc-port", str(grpc_port), "--log-level", "info")
+    with served("examples.models:models", *options) as server:
+        # Each worker says where it listens, as uvicorn does.
+        wait_for(
+            lambda: server.output().count(f"INFO:     oip-asgi gRPC running on {HOST}:{grpc_port}\n") == int(workers)
+        )
         for _ in range(4):  # a client per round: a new connection, which any worker may take
             client = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
             try:

@@ -414,6 +414,11 @@ async def test_model_faults_not_covered_in_test_app_are_500s_naming_the_problem(
             "output 'y' is not an array: RuntimeError: Can't call numpy() on Tensor that requires grad",
         ),
         "int_key": (lambda x: {1: x}, "returned an output keyed 1; output names are strings"),
+        # onnxruntime's session.run returns a list of its outputs, without their names.
+        "session_run": (
+            lambda x: [x, x * 2],
+            "returned a list of 2 arrays; return a mapping of output name to array (or declare its outputs)",
+        ),
         "bytes_key": (lambda x: {b"y": x}, "returned an output keyed b'y'; output names are strings"),
     }
     models = {name: model for name, (model, _) in faults.items()}
@@ -428,14 +433,20 @@ async def test_model_faults_not_covered_in_test_app_are_500s_naming_the_problem(
         # int64 that fits is cast to the declared INT32: the range check refuses only what would wrap.
         response = await http.post("/models/ok/infer", json=body)
         assert response.json()["outputs"] == [{"name": "y", "datatype": "INT32", "shape": [2], "data": [1, 2]}]
-    # Each is the model's fault, answered with its reason. A model that raised is logged with its
-    # traceback for whoever runs the server; nothing else is.
+    # Each is the model's fault, answered with its reason, and each has a line in the server log: a
+    # model that raised with its traceback, one that returned what cannot be sent with the reason.
     errors = [record for record in caplog.records if record.levelno >= logging.ERROR]
-    assert [re.sub(r"error id [0-9a-f]{8}", "error id ID", record.getMessage()) for record in errors] == [
+    logged = [re.sub(r"error id [0-9a-f]{8}", "error id ID", record.getMessage()) for record in errors]
+    assert logged[:2] == [
         "model 'async_raises' (version 1) raised (error id ID)",
         "model 'exits' (version 1) raised (error id ID)",
     ]
-    assert all(record.exc_info for record in errors)
+    assert all(record.exc_info for record in errors[:2])
+    returned = list(faults)[2:]
+    assert len(logged) == len(faults) and all(
+        line.startswith(f"model '{name}' (version 1) failed (error id ID): ") and faults[name][1] in line
+        for name, line in zip(returned, logged[2:], strict=True)
+    ), logged
 
 
 class Gate:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
+import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,9 +150,10 @@ def test_model_metadata_with_properties(stub: inference_pb2_grpc.GRPCInferenceSe
 
 def test_an_empty_model_name_is_not_found(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
     # Unknown models and versions over both wires are in tests/parity_cases.py; REST cannot send an empty name.
-    assert_refused(stub.ModelMetadata, pb.ModelMetadataRequest(name=""), grpc.StatusCode.NOT_FOUND, "unknown model ''")
+    unknown = "Request for unknown model: '' is not found"
+    assert_refused(stub.ModelMetadata, pb.ModelMetadataRequest(name=""), grpc.StatusCode.NOT_FOUND, unknown)
     infer = request("", ("X", "FP32", np.zeros(1, np.float32)))
-    assert_refused(stub.ModelInfer, infer, grpc.StatusCode.NOT_FOUND, "unknown model ''")
+    assert_refused(stub.ModelInfer, infer, grpc.StatusCode.NOT_FOUND, unknown)
 
 
 # -- inference ----------------------------------------------------------------------------------
@@ -261,7 +264,7 @@ def test_stream_answers_in_order_with_ids_and_stays_open(channel: grpc.Channel) 
     answers = [pb.ModelStreamInferResponse.FromString(body) for body in stream(iter(sent), timeout=10)]
     assert [answer.infer_response.id for answer in answers] == ["s0", "lost", "s1", "", "short", "s2"]
     assert [bool(answer.error_message) for answer in answers] == [False, True, False, True, True, False]
-    assert answers[1].error_message.startswith("unknown model 'missing'")
+    assert answers[1].error_message.startswith("Request for unknown model: 'missing' is not found")
     assert answers[1].infer_response.model_name == "missing"
     assert "not a valid ModelInferRequest" in answers[3].error_message
     assert "input 'X' has 16 bytes of binary data, but FP16 of shape [4] takes 8 bytes" in answers[4].error_message
@@ -460,6 +463,22 @@ def test_expose_errors_false_hides_the_models_text() -> None:
     assert "no luck" not in error.details() and "error id" in error.details()
 
 
+def test_a_cancelled_call_is_logged_as_499_as_rest_logs_a_client_that_left(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="oip_asgi.access")
+    app = oip_asgi.oip_app({"sleepy": sleepy}, access_log=True)
+    with grpc_server(app) as address, grpc.insecure_channel(address) as channel:
+        call = inference_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer
+        with pytest.raises(grpc.RpcError) as left:
+            call(request("sleepy", ("X", "FP32", np.array([30], np.float32))), timeout=0.5)
+        assert left.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        deadline = time.monotonic() + 10  # the server hears of it a moment later, on its own thread
+        while not caplog.records and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert [record.getMessage().split(" bytes_in")[0] for record in caplog.records] == [
+        "model=sleepy version=1 status=499"
+    ]
+
+
 def test_interceptors_see_every_call() -> None:
     seen: list[str] = []
 
@@ -546,7 +565,7 @@ async def test_serving_stops_gracefully_and_lets_calls_in_flight_finish() -> Non
     response = await call
     np.testing.assert_array_equal(output_array(response, "OUTPUT0", np.float32), F)
     await channel.close()
-    app.pool.shutdown()
+    app.core.pool.shutdown()
 
 
 @pytest.mark.anyio

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +50,19 @@ def served() -> Iterator[grpcclient.InferenceServerClient]:
         client = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
         yield client
         client.close()
+
+
+def test_serving_says_the_address_it_bound_under_plain_uvicorn() -> None:
+    port = free_port()
+    argv = ["-m", "uvicorn", "examples.grpc_app:app", "--host", HOST, "--port", str(port), "--log-level", "warning"]
+    # Port 0: only the line can tell where gRPC listens. uvicorn leaves the oip_asgi loggers bare.
+    with serving(argv, port, env={"OIP_GRPC_ADDRESS": f"{HOST}:0"}) as server:
+        (said,) = re.findall(rf"^INFO:oip_asgi.grpc:oip-asgi gRPC running on {HOST}:(\d+)$", server.output(), re.M)
+        client = grpcclient.InferenceServerClient(f"{HOST}:{said}")
+        try:
+            assert int(said) != 0 and client.is_server_ready()
+        finally:
+            client.close()
 
 
 def tensor(name: str, array: np.ndarray, datatype: str) -> grpcclient.InferInput:
@@ -129,8 +143,12 @@ def test_a_16_mib_tensor_both_ways(triton: grpcclient.InferenceServerClient) -> 
 def test_errors_from_the_example(triton: grpcclient.InferenceServerClient) -> None:
     x = np.array([4.0, -1.0], dtype=np.float32)
     cases = [
-        (lambda: triton.infer("missing", [tensor("X", x, "FP32")]), "StatusCode.NOT_FOUND", "unknown model 'missing'"),
-        (lambda: triton.get_model_metadata(""), "StatusCode.NOT_FOUND", "unknown model ''"),
+        (
+            lambda: triton.infer("missing", [tensor("X", x, "FP32")]),
+            "StatusCode.NOT_FOUND",
+            "Request for unknown model: 'missing' is not found",
+        ),
+        (lambda: triton.get_model_metadata(""), "StatusCode.NOT_FOUND", "Request for unknown model: '' is not found"),
         (lambda: triton.infer("sqrt", [tensor("X", x, "FP32")]), "StatusCode.INVALID_ARGUMENT", "X[1] is negative"),
         (
             lambda: triton.infer("sqrt", [tensor("Y", x, "FP32")]),
@@ -219,7 +237,7 @@ def test_aio_client_and_its_stream(example: tuple[str, str]) -> None:
             seen = []
             async for result, error in client.stream_infer(requests()):
                 seen.append(error.message() if error else result.as_numpy("UPPER").tolist())
-            assert seen[4].startswith("unknown model 'missing'")
+            assert seen[4].startswith("Request for unknown model: 'missing' is not found")
             assert [answer for index, answer in enumerate(seen) if index != 4] == [
                 [f"ITEM {index}".encode()] for index in range(10) if index != 4
             ]
@@ -285,6 +303,6 @@ def test_tritonclient_grpc_reads_the_statistics_rest_serves(
     assert [int(batch["batch_size"]) for batch in entry["batch_stats"]] == [1]
     every = triton.get_inference_statistics(as_json=True)["model_stats"]
     assert {item["name"] for item in every} >= {"identity_fp64", "simple", "batched"}
-    with pytest.raises(InferenceServerException, match="unknown model 'nope'") as unknown:
+    with pytest.raises(InferenceServerException, match="Request for unknown model: 'nope' is not found") as unknown:
         triton.get_inference_statistics("nope")
     assert unknown.value.status() == "StatusCode.NOT_FOUND"

@@ -79,4 +79,6 @@ def test_kserve_inference_grpc_client(grpc_address: str) -> None:
     assert seen["id"] == "k1" and seen["sum"]
     assert seen["typed"] == [0.5, -1.0, 2.0]
     assert seen["upper"] == ["AB", "C"]
-    assert seen["missing"][0] == "NOT_FOUND" and "unknown model 'missing'" in seen["missing"][1]
+    assert (
+        seen["missing"][0] == "NOT_FOUND" and "Request for unknown model: 'missing' is not found" in seen["missing"][1]
+    )

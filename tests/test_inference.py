@@ -591,4 +591,4 @@ async def test_bf16_without_ml_dtypes_is_a_clear_400(monkeypatch: pytest.MonkeyP
     body, headers = binary_request(request, b"\x00\x00")
     async with client(app) as http:
         response = await http.post("/v2/models/echo/infer", content=body, headers=headers)
-    assert response.status_code == 400 and "pip install 'oip-asgi[bf16]'" in response.json()["error"]
+    assert response.status_code == 400 and "pip install -e '.[bf16]'" in response.json()["error"]

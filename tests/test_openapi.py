@@ -240,4 +240,7 @@ async def test_a_model_name_with_a_newline_reaches_the_mounted_app() -> None:
     mount(host, {"m": abs}, path="/v2")
     async with client(host) as http:
         response = await http.get("/v2/models/a%0Ab/ready")
-    assert (response.status_code, response.json()) == (404, {"error": "unknown model 'a\nb'; the models are m"})
+    assert (response.status_code, response.json()) == (
+        404,
+        {"error": "Request for unknown model: 'a\nb' is not found; the models are m"},
+    )

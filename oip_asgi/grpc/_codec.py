@@ -19,7 +19,7 @@ from .._checks import bad_classification, check_binary_size, check_inputs, check
 from .._datatypes import native_dtype
 from .._errors import BadRequest, ModelError, quoted
 from .._inference import DecodedRequest, OutputTensor, RequestedOutput
-from .._models import Model
+from .._serving import ServedModel
 from .._tensors import array_from_binary, binary_chunks, miscount, out_of_range
 from . import inference_pb2 as pb
 
@@ -164,7 +164,7 @@ class _Input(NamedTuple):
 
 
 def decode_request(
-    request: pb.ModelInferRequest, model: Model, raw: Sequence[bytes | memoryview] = ()
+    request: pb.ModelInferRequest, model: ServedModel, raw: Sequence[bytes | memoryview] = ()
 ) -> tuple[DecodedRequest, bool]:
     """The request as the core takes it, and whether its outputs go back in typed contents.
 
@@ -315,7 +315,7 @@ def _varint(value: int) -> bytes:
 
 
 def encode_response(
-    model: Model,
+    model: ServedModel,
     request: DecodedRequest,
     outputs: list[OutputTensor],
     parameters: dict[str, Any] | None,
