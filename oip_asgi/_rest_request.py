@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from ._body import BodyReader
-from ._checks import check_against, check_inputs, check_outputs, raw_input_shape
-from ._errors import BadRequest, PayloadTooLarge
+from ._checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
+from ._errors import BadRequest, PayloadTooLarge, quoted
 from ._inference import DecodedRequest, RequestedOutput
 from ._json_request import decode_request
 from ._json_tensors import array_from_json
 from ._schemas import InferenceRequest, RequestInput
 from ._serving import ServedModel
-from ._tensors import array_from_binary, binary_size, shape_text
+from ._tensors import array_from_binary
 
 
 async def read_request(
@@ -59,21 +59,16 @@ async def read_request(
         size = tensor.binary_data_size
         if size is None:
             if tensor.data is None:
-                raise BadRequest(f"input '{tensor.name}' has neither data nor binary_data_size")
+                raise BadRequest(f"input {quoted(tensor.name)} has neither data nor binary_data_size")
             continue
         if tensor.data is not None:
-            raise BadRequest(f"input '{tensor.name}' has both data and binary_data_size")
+            raise BadRequest(f"input {quoted(tensor.name)} has both data and binary_data_size")
         if header_length is None:
             raise BadRequest(
-                f"input '{tensor.name}' declares binary_data_size, "
+                f"input {quoted(tensor.name)} declares binary_data_size, "
                 "but the request has no Inference-Header-Content-Length header"
             )
-        expected = binary_size(tensor.datatype, tensor.shape)
-        if expected is not None and size != expected:
-            raise BadRequest(
-                f"input '{tensor.name}': binary_data_size is {size}, but {tensor.datatype} of shape "
-                f"{shape_text(tensor.shape)} takes {expected} bytes"
-            )
+        check_binary_size(tensor.name, tensor.datatype, tensor.shape, size)
         sizes.append((tensor, size))
         declared += size
     if header_length is not None:
@@ -88,7 +83,7 @@ async def read_request(
     # Binary tensors follow the header in input order; each is copied once, into its own array.
     for tensor, size in sizes:
         buffer = np.empty(size, dtype=np.uint8)
-        await reader.readinto(buffer.data, f"input '{tensor.name}'")
+        await reader.readinto(buffer.data, f"input {quoted(tensor.name)}")
         decoded.inputs[tensor.name] = array_from_binary(tensor.name, tensor.datatype, tensor.shape, buffer)
     await reader.expect_end(declared)
     for tensor in request.inputs:

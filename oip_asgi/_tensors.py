@@ -11,13 +11,45 @@ from typing import Any
 import numpy as np
 
 from ._datatypes import datatype_of, element_size, native_dtype, numpy_dtype, rounds_to_infinity
-from ._errors import BadRequest, ModelError
+from ._errors import BadRequest, ModelError, quoted
 
 _LENGTH = struct.Struct("<I")
 
 
 def shape_text(shape: Sequence[int]) -> str:
     return "[" + ", ".join(map(str, shape)) + "]"
+
+
+def miscount(name: str, count: int, shape: Sequence[int]) -> BadRequest:
+    """Elements that do not fill a shape: REST's JSON data and gRPC's typed contents say it alike."""
+    return BadRequest(
+        f"input {quoted(name)}: data has {count} elements, shape {shape_text(shape)} needs {math.prod(shape)}"
+    )
+
+
+INTEGERS = frozenset(("UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64"))
+
+
+def out_of_range(name: str, datatype: str, index: int, value: int, low: int, high: int) -> str:
+    return f"input {quoted(name)}: {datatype} element {index} is {value}, out of range [{low}, {high}]"
+
+
+def integer_out_of_range(name: str, datatype: str, data: Any) -> str | None:
+    """The message for the first element of `data` (an integer datatype's, maybe nested) outside the datatype's
+    range, worded as for gRPC's typed contents; None when an element before it is no integer (its own error)."""
+    info = np.iinfo(native_dtype(datatype))
+    pending, index = [data], 0
+    while pending:  # row-major, as typed contents count their elements
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(reversed(item))
+            continue
+        if type(item) is not int:
+            return None
+        if not info.min <= item <= info.max:
+            return out_of_range(name, datatype, index, item, int(info.min), int(info.max))
+        index += 1
+    return None
 
 
 _OVERFLOW = {np.dtype(t): rounds_to_infinity(t) for t in (np.float16, np.float32)}
@@ -35,7 +67,7 @@ def _first_overflow(values: np.ndarray, dtype: np.dtype) -> int | None:
     return int(overflowed[0]) if overflowed.size else None
 
 
-def binary_size(datatype: str, shape: list[int]) -> int | None:
+def binary_size(datatype: str, shape: Sequence[int]) -> int | None:
     """The exact byte size of a fixed-size tensor; None for BYTES, whose size is its own."""
     size = element_size(datatype)
     return size * math.prod(shape) if size else None
@@ -46,7 +78,7 @@ def array_from_binary(name: str, datatype: str, shape: list[int], buffer: np.nda
     if datatype == "BYTES":
         return _bytes_from_binary(name, shape, buffer.data)
     if datatype == "BOOL" and buffer.size and buffer.max() > 1:
-        raise BadRequest(f"input '{name}': BOOL bytes must be 0 or 1")
+        raise BadRequest(f"input {quoted(name)}: BOOL bytes must be 0 or 1")
     return buffer.view(numpy_dtype(datatype)).reshape(shape)
 
 
@@ -55,23 +87,23 @@ def _bytes_from_binary(name: str, shape: list[int], data: memoryview) -> np.ndar
     # Every element costs at least its 4-byte length: a shape claiming more cannot be satisfied.
     if count * _LENGTH.size > len(data):
         raise BadRequest(
-            f"input '{name}': {len(data)} bytes cannot hold {count} BYTES elements of shape {shape_text(shape)}"
+            f"input {quoted(name)}: {len(data)} bytes cannot hold {count} BYTES elements of shape {shape_text(shape)}"
         )
     array = np.empty(count, dtype=object)
     position = 0
     for index in range(count):
         if position + _LENGTH.size > len(data):
-            raise BadRequest(f"input '{name}': binary data ends inside the length of element {index}")
+            raise BadRequest(f"input {quoted(name)}: binary data ends inside the length of element {index}")
         (length,) = _LENGTH.unpack_from(data, position)
         position += _LENGTH.size
         if position + length > len(data):
             raise BadRequest(
-                f"input '{name}': element {index} claims {length} bytes, only {len(data) - position} remain"
+                f"input {quoted(name)}: element {index} claims {length} bytes, only {len(data) - position} remain"
             )
         array[index] = bytes(data[position : position + length])
         position += length
     if position != len(data):
-        raise BadRequest(f"input '{name}': {len(data) - position} bytes remain after the {count} BYTES elements")
+        raise BadRequest(f"input {quoted(name)}: {len(data) - position} bytes remain after the {count} BYTES elements")
     return array.reshape(shape)
 
 
@@ -86,7 +118,7 @@ def output_array(model: str, name: str, value: Any, datatype: str | None) -> tup
     if datatype is None:
         if actual is None:
             raise ModelError(
-                f"model '{model}': output '{name}' has dtype {array.dtype}, which no protocol datatype carries"
+                f"model '{model}': output {quoted(name)} has dtype {array.dtype}, which no protocol datatype carries"
             )
         datatype = actual
     if datatype == "BYTES":
@@ -95,19 +127,19 @@ def output_array(model: str, name: str, value: Any, datatype: str | None) -> tup
     if array.dtype != target:
         if actual is None or actual == "BYTES" or not np.can_cast(array.dtype, target, casting="same_kind"):
             raise ModelError(
-                f"model '{model}': output '{name}' has dtype {array.dtype}, which does not cast to {datatype}"
+                f"model '{model}': output {quoted(name)} has dtype {array.dtype}, which does not cast to {datatype}"
             )
         if array.dtype.kind in "iu" and target.kind in "iu" and array.size and not np.can_cast(array.dtype, target):
             # same_kind lets int64 become INT32; a value that does not fit would silently wrap.
             info, low, high = np.iinfo(target), int(array.min()), int(array.max())
             if low < info.min or high > info.max:
                 value = low if low < info.min else high
-                raise ModelError(f"model '{model}': output '{name}' holds {value}, out of range for {datatype}")
+                raise ModelError(f"model '{model}': output {quoted(name)} holds {value}, out of range for {datatype}")
         if target in _OVERFLOW:  # FP64 -> FP32 (or a large integer -> FP16) can overflow to infinity
             index = _first_overflow(array, target)
             if index is not None:
                 value = array.reshape(-1)[index].item()
-                raise ModelError(f"model '{model}': output '{name}' holds {value!r}, out of range for {datatype}")
+                raise ModelError(f"model '{model}': output {quoted(name)} holds {value!r}, out of range for {datatype}")
         array = array.astype(target)
     return array, datatype
 
@@ -120,7 +152,7 @@ def _as_bytes_array(model: str, name: str, array: np.ndarray) -> np.ndarray:
             item = item.encode()
         elif not isinstance(item, bytes):
             raise ModelError(
-                f"model '{model}': output '{name}' is BYTES but element {index} is {type(item).__name__}, "
+                f"model '{model}': output {quoted(name)} is BYTES but element {index} is {type(item).__name__}, "
                 "not bytes or str"
             )
         result[index] = item

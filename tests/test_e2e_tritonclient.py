@@ -13,6 +13,8 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from .strategies import DTYPES  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def triton(example_server: str) -> httpclient.InferenceServerClient:

@@ -175,6 +175,7 @@ print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="fork")
+@pytest.mark.slow
 def test_a_forked_worker_gets_its_own_event_loop_thread() -> None:
     env_path = f"{ROOT}:{ROOT / 'adapters'}"
     result = subprocess.run(
@@ -184,6 +185,7 @@ def test_a_forked_worker_gets_its_own_event_loop_thread() -> None:
     assert result.stdout.strip() == "0"
 
 
+@pytest.mark.slow
 def test_waitress_with_tritonclient_and_a_chunked_upload() -> None:
     port = free_port()
     argv = ["-m", "waitress", "--listen", f"127.0.0.1:{port}", "examples.flask_app:app"]

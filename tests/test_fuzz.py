@@ -69,6 +69,7 @@ def test_harness_catches_a_500(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.fuzz
+@pytest.mark.slow
 def test_short_fuzzing_pass(tmp_path: Path) -> None:
     pytest.importorskip("atheris")
     # libFuzzer adds new inputs to the corpus it is given and writes crash files: keep both out of the tree.

@@ -21,6 +21,8 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 from ._servers import HOST, free_port, serving  # noqa: E402
 from .strategies import DTYPES  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def example() -> Iterator[tuple[str, str]]:
@@ -69,18 +71,18 @@ def tensor(name: str, array: np.ndarray, datatype: str) -> grpcclient.InferInput
     return infer_input
 
 
-def test_health_and_metadata_match_rest(example: tuple[str, str], triton: grpcclient.InferenceServerClient) -> None:
+def test_tritonclient_reads_health_and_metadata(triton: grpcclient.InferenceServerClient) -> None:
+    # That REST says the same is tests/parity_cases.py's to check; here, NVIDIA's client reads our answers.
     assert triton.is_server_live() and triton.is_server_ready()
     assert triton.is_model_ready("simple") and triton.is_model_ready("simple", "1")
     assert not triton.is_model_ready("missing") and not triton.is_model_ready("simple", "9")
-    rest = httpx.get(f"http://{example[0]}/v2/models/animals").json()
     metadata = triton.get_model_metadata("animals", as_json=True)
-    assert metadata["name"] == rest["name"] and metadata["platform"] == rest["platform"]
+    assert (metadata["name"], metadata["versions"]) == ("animals", ["1"])
     assert [(t["name"], t["datatype"], [int(d) for d in t["shape"]]) for t in metadata["inputs"]] == [
-        (t["name"], t["datatype"], t["shape"]) for t in rest["inputs"]
+        ("FEATURES", "FP32", [-1, 4])
     ]
     server = triton.get_server_metadata(as_json=True)
-    assert server["extensions"] == httpx.get(f"http://{example[0]}/v2").json()["extensions"]
+    assert server["name"] == "oip-asgi" and {"binary_tensor_data", "classification"} <= set(server["extensions"])
 
 
 def test_simple_with_request_id(triton: grpcclient.InferenceServerClient) -> None:

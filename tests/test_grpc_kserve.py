@@ -70,6 +70,7 @@ def grpc_address() -> Iterator[str]:
         yield f"{HOST}:{grpc_port}"
 
 
+@pytest.mark.slow
 def test_kserve_inference_grpc_client(grpc_address: str) -> None:
     done = subprocess.run([str(PYTHON), "-c", CLIENT, grpc_address], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -38,6 +38,7 @@ def observed() -> Iterator[Server]:
         yield server
 
 
+@pytest.mark.slow
 def test_a_scrape_of_a_real_server_carries_triton_named_counts(observed: Server) -> None:
     triton = httpclient.InferenceServerClient(observed.address)
     try:
@@ -69,6 +70,7 @@ def test_a_scrape_of_a_real_server_carries_triton_named_counts(observed: Server)
     assert "nv_inference_request_success" in names and not any(name.endswith("_total") for name in names)
 
 
+@pytest.mark.slow
 def test_the_access_log_reaches_a_plain_uvicorns_output(observed: Server) -> None:
     # uvicorn configures its own loggers only (and runs at --log-level warning here): the app's fallback prints.
     tensor = {"shape": [1, 16], "datatype": "INT32", "data": list(range(16))}

@@ -90,11 +90,13 @@ def node_id_for_schemathesis(request: pytest.FixtureRequest) -> None:
 @schemathesis.pytest.from_fixture("schema").parametrize()
 @hypothesis.settings(deadline=None)
 @pytest.mark.usefixtures("node_id_for_schemathesis")
+@pytest.mark.slow
 def test_schemathesis_finds_no_fault(case: Any, example_server: str) -> None:
     # No 5xx, and every status, content type, header and body is one the document declares.
     case.call_and_validate(base_url=f"http://{example_server}/v2", checks=CHECKS)
 
 
+@pytest.mark.slow
 def test_live_server_serves_the_document(example_server: str, document: Any) -> None:
     loaded = schemathesis.openapi.from_url(f"http://{example_server}/v2/openapi.json")
     loaded.validate()

@@ -16,6 +16,8 @@ import pytest
 
 from tests._servers import ROOT
 
+pytestmark = pytest.mark.slow
+
 HOME = "https://github.com/oip-asgi/oip-asgi"
 PACKAGES = {"oip_asgi", "oip_asgi_django", "oip_asgi_flask", "oip_asgi_lambda", "oip_asgi_wsgi"}
 

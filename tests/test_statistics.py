@@ -40,6 +40,7 @@ def counts(entry: dict[str, Any]) -> dict[str, int]:
     return {stage: value["count"] for stage, value in entry["inference_stats"].items()}
 
 
+@pytest.mark.slow
 def test_tritonclient_reads_triton_counts_after_a_known_sequence(server: Server) -> None:
     triton = httpclient.InferenceServerClient(server.address)
     try:
@@ -85,6 +86,7 @@ def test_tritonclient_reads_triton_counts_after_a_known_sequence(server: Server)
         triton.close()
 
 
+@pytest.mark.slow
 def test_batch_statistics_count_rows_as_inferences_and_calls_as_executions(server: Server) -> None:
     aio = pytest.importorskip("tritonclient.http.aio")
 

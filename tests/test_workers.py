@@ -74,10 +74,10 @@ async def test_base_exceptions_from_a_sync_model_are_its_failure(raised: BaseExc
 
 
 async def test_a_caller_that_leaves_frees_its_slot_and_the_thread_finishes_its_call() -> None:
-    gate = threading.Event()
-    finished = threading.Event()
+    started, gate, finished = threading.Event(), threading.Event(), threading.Event()
 
     def slow(x: np.ndarray) -> np.ndarray:
+        started.set()
         gate.wait(timeout=10)
         finished.set()
         return x
@@ -86,7 +86,7 @@ async def test_a_caller_that_leaves_frees_its_slot_and_the_thread_finishes_its_c
     app = oip_app({"m": model}, max_threads=1)
     served = app.core.repository.get("m")
     call = asyncio.ensure_future(served({"x": np.array([1], np.int32)}, {}))
-    await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(started.wait, 10)
     assert served.in_flight == 1
     call.cancel()  # the client left: the request's task is cancelled
     with pytest.raises(asyncio.CancelledError):
@@ -126,6 +126,7 @@ async def test_lifespan_shutdown_stops_the_threads() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+@pytest.mark.slow
 def test_the_pool_starts_afresh_in_a_forked_child() -> None:
     # In a fresh interpreter: forking a process with pytest's threads around is its own hazard.
     code = textwrap.dedent(
