@@ -16,6 +16,7 @@ import msgspec
 from ._checks import bad_classification, negative_dimensions, unknown_datatype
 from ._datatypes import DATATYPES
 from ._errors import BadRequest, quoted
+from ._json_tensors import nested_data_error
 from ._schemas import (
     InferenceRequest,
     flat_input_decoder,
@@ -97,6 +98,14 @@ def _has_rows(data: msgspec.Raw) -> bool:
     return _ROW.match(memoryview(data)) is not None
 
 
+def _rows_error(datatype: str, data: msgspec.Raw) -> str | None:
+    try:
+        rows = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return None
+    return nested_data_error(datatype, rows) if isinstance(rows, list) else None
+
+
 def _validation_message(error: msgspec.ValidationError, data: JSONText) -> str:
     """msgspec's error, naming the input it is in: the first input that fails alone is the one."""
     for raw, outline in _outline(data):
@@ -118,8 +127,13 @@ def _validation_message(error: msgspec.ValidationError, data: JSONText) -> str:
                 return outside
             # The datatype explains a bound (`float` < 65520.0 is FP16's range).
             of = f" ({datatype})" if datatype in DATATYPES else ""
-            # A nested element may also be a row (`int | array`); the element type is what was meant.
-            message = f"input {quoted(outline.name)}{of}: {str(error).replace(' | array`', '`')}"
+            message = f"input {quoted(outline.name)}{of}: {error}"
+            if datatype in DATATYPES and _has_rows(outline.data):
+                # The request's decoder takes an element or a row at every depth (`int | array`): the
+                # rows checked at their own depth say which was meant.
+                rows = _rows_error(datatype, outline.data)
+                if rows is not None:
+                    message = f"input {quoted(outline.name)}: invalid {datatype} data: {rows}"
             if datatype not in DATATYPES:  # the tag is checked first: the error is the datatype's
                 message += f"; the datatypes are {', '.join(DATATYPES)}"
             return message
@@ -185,3 +199,30 @@ def _json_hint(data: JSONText, header_length: int | None) -> str:
     elif _BINARY_AFTER_JSON.match(data):
         hint += "; binary data after the JSON needs an Inference-Header-Content-Length header"
     return hint
+
+
+class _ParametersOfInput(msgspec.Struct):
+    name: str
+    parameters: dict[str, Any] | None = None
+
+
+class _ParametersOfInputs(msgspec.Struct):
+    inputs: list[_ParametersOfInput]
+
+
+_parameters_decoder = msgspec.json.Decoder(_ParametersOfInputs)
+
+
+def input_parameters(data: JSONText) -> dict[str, dict[str, Any]]:
+    """Each input's own parameters, for a model that asks for them, without the protocol's binary_data_size.
+
+    A second, small decode of a request the full decoder has already validated: only the models that
+    ask pay for it, and the request's structs stay typed for the protocol's own parameters.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for tensor in _parameters_decoder.decode(data).inputs:
+        if tensor.parameters:
+            own = {key: value for key, value in tensor.parameters.items() if key != "binary_data_size"}
+            if own:
+                found[tensor.name] = own
+    return found

@@ -59,6 +59,16 @@ def _flatten(nested: list[Any], shape: list[int], name: str) -> list[Any]:
     return items
 
 
+def nested_data_error(datatype: str, data: list[Any]) -> str | None:
+    """What is wrong with nested rows of `datatype` elements, in msgspec's words (path from `$.data`);
+    None when they hold what they should."""
+    try:
+        msgspec.convert({"data": data}, _nested_type(datatype, _nesting_depth(data)))
+    except msgspec.ValidationError as exc:
+        return str(exc)
+    return None
+
+
 def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any] | np.ndarray) -> np.ndarray:
     """The tensor of decoded JSON ``data``: flat elements were checked by the request's schema."""
     if isinstance(data, np.ndarray):  # flat numbers the bulk parser already put in an array

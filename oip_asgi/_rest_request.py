@@ -12,7 +12,7 @@ from ._body import BodyReader
 from ._checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
 from ._errors import BadRequest, PayloadTooLarge, quoted
 from ._inference import DecodedRequest, RequestedOutput
-from ._json_request import decode_request
+from ._json_request import decode_request, input_parameters
 from ._json_tensors import array_from_json
 from ._schemas import InferenceRequest, RequestInput
 from ._serving import ServedModel
@@ -31,10 +31,10 @@ async def read_request(
                 f"JSON request body of {reader.content_length} bytes exceeds the {max_header_size}-byte limit "
                 "for JSON; send large tensors as binary data"
             )
-        body = await reader.read_rest()
+        header = await reader.read_rest()
         if reader.received > max_header_size:
             raise PayloadTooLarge(f"JSON request body exceeds the {max_header_size}-byte limit for JSON")
-        request = decode_request(body, None)
+        request = decode_request(header, None)
         declared = reader.received
     else:
         if header_length > max_header_size:
@@ -46,11 +46,14 @@ async def read_request(
                 f"Inference-Header-Content-Length {header_length} exceeds "
                 f"the body's Content-Length {reader.content_length}"
             )
-        request = decode_request(await reader.read(header_length, "the JSON inference header"), header_length)
+        header = await reader.read(header_length, "the JSON inference header")
+        request = decode_request(header, header_length)
         declared = header_length
 
     check_inputs(model, request.inputs)
     decoded = DecodedRequest({}, request.id, request.parameters or {}, _requested(request), _binary_outputs(request))
+    if model.model.takes_input_parameters:
+        decoded.input_parameters = input_parameters(header)
     if decoded.outputs is not None:
         check_outputs(model, decoded.outputs)
 

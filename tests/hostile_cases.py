@@ -407,6 +407,9 @@ CASES: list[Case] = [
         _json_case("nested-string", "a string deep in nested INT16 data", 400,
                    "Expected `int`, got `str` - at `$.data[1][0]`",
                    _tensor("x", "INT16", [2, 1], [[1], ["2"]])),
+        _json_case("nested-element-for-row", "a number where nested INT32 data holds its rows", 400,
+                   "input 'x': invalid INT32 data: Expected `array`, got `float` - at `$.data[1]`",
+                   _tensor("x", "INT32", [2, 1], [[1], 2.5])),
         _json_case("bf16-json", "BF16 as JSON", 400, "BF16 has no JSON form", _tensor("x", "BF16", [1], [1.0])),
     ),
     *_section(

@@ -4,6 +4,7 @@ on the version they started on, and the faults the core fixes for every wire."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -145,3 +146,49 @@ async def test_models_of_different_names_change_in_parallel_and_one_name_one_cha
 def test_version_strings_sort_without_crashing_on_unicode_digits() -> None:
     app = oip_app({"m": [adding(1, version="²"), adding(2, version="10"), adding(3, version="9")]})
     assert app.core.repository.versions("m") == ["²", "9", "10"]  # named versions first, integers in order
+
+
+def _input_parameters_model() -> Model:
+    def predict(text: np.ndarray, input_parameters: dict[str, dict[str, Any]]) -> dict[str, np.ndarray]:
+        own = input_parameters["text"]
+        return {"seen": np.array([f"{key}={own[key]}".encode() for key in sorted(own)], dtype=object)}
+
+    return Model(predict, inputs=[TensorSpec("text", "BYTES", [-1])], outputs=[TensorSpec("seen", "BYTES", [-1])])
+
+
+async def test_each_inputs_parameters_reach_a_model_that_asks_for_them_over_rest() -> None:
+    app = oip_app({"m": _input_parameters_model()})
+    own = {"content_type": "str", "count": 2}
+    body = {"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["hi"], "parameters": own}]}
+    # The same as a binary tensor: binary_data_size is the protocol's own, not the model's.
+    binary = {"inputs": [{**body["inputs"][0], "parameters": {**own, "binary_data_size": 6}}]}
+    del binary["inputs"][0]["data"]
+    header = json.dumps(binary).encode()
+    async with client(app) as http:
+        response = await http.post("/models/m/infer", json=body)
+        assert response.json()["outputs"][0]["data"] == ["content_type=str", "count=2"]
+        response = await http.post(
+            "/models/m/infer",
+            content=header + b"\x02\x00\x00\x00hi",
+            headers={"inference-header-content-length": str(len(header))},
+        )
+        assert response.json()["outputs"][0]["data"] == ["content_type=str", "count=2"]
+        del body["inputs"][0]["parameters"]
+        assert (await http.post("/models/m/infer", json=body)).json()["outputs"][0]["data"] == []
+
+
+def test_each_inputs_parameters_reach_a_model_that_asks_for_them_over_grpc() -> None:
+    grpc = pytest.importorskip("grpc")
+    from oip_asgi.grpc import inference_pb2 as pb
+    from oip_asgi.grpc import inference_pb2_grpc
+
+    from ._grpc import grpc_server, request
+
+    message = request("m", ("text", "BYTES", np.array([b"hi"], dtype=object)))
+    message.inputs[0].parameters["content_type"].string_param = "str"
+    message.inputs[0].parameters["count"].int64_param = 2
+    with grpc_server(oip_app({"m": _input_parameters_model()})) as address, grpc.insecure_channel(address) as channel:
+        response = inference_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(message)
+    assert isinstance(response, pb.ModelInferResponse)
+    seen = response.raw_output_contents[0]
+    assert seen == b"".join(len(item).to_bytes(4, "little") + item for item in (b"content_type=str", b"count=2"))

@@ -180,6 +180,12 @@ def decode_request(
     if requested is not None:
         check_outputs(model, requested)
     decoded = DecodedRequest({}, request.id or None, parameters, requested)
+    if model.model.takes_input_parameters:
+        decoded.input_parameters = {
+            item.name: request_parameters(item.tensor.parameters, f"input {quoted(item.name)}: ")
+            for item in inputs
+            if item.tensor.parameters
+        }
 
     if not raw:
         raw = request.raw_input_contents
