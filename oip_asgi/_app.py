@@ -226,7 +226,8 @@ class _RESTExchange:
     def received(self) -> int:
         return 0 if self._reader is None else self._reader.received
 
-    async def decode(self, model: ServedModel) -> DecodedRequest:
+    def decode(self, model: ServedModel) -> Awaitable[DecodedRequest]:
+        # A plain function handing back read_request's coroutine: one coroutine frame fewer a request.
         headers = self._headers
         self._reader = reader = BodyReader(
             self._receive,
@@ -235,7 +236,7 @@ class _RESTExchange:
             content_encoding=headers.get(b"content-encoding"),
         )
         header_length = _length_header(headers, b"inference-header-content-length")
-        return await read_request(reader, header_length, model, max_header_size=self._app.max_json_size)
+        return read_request(reader, header_length, model, max_header_size=self._app.max_json_size)
 
     def encode(
         self,

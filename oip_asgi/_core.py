@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
@@ -50,7 +50,7 @@ class Exchange(Protocol[Response]):
     def received(self) -> int:
         """The request's bytes read so far."""
 
-    async def decode(self, model: ServedModel) -> DecodedRequest:
+    def decode(self, model: ServedModel) -> Awaitable[DecodedRequest]:
         """The request, checked against `model` and decoded into arrays."""
 
     def encode(
@@ -217,7 +217,21 @@ class ServerCore:
             try:
                 request = await exchange.decode(model)
                 times.decoded = now()
-                response = await self._respond(model, request, times, exchange)
+                try:
+                    result = await self._call(model, request, times)
+                    returned = now()
+                    times.returned = True
+                    try:
+                        response = exchange.encode(model, request, *model_outputs(model, request, result))
+                    except ModelError as error:
+                        raise _logged(model, error) from error.__cause__
+                except OIPError:
+                    if times.called:  # the model ran, or was about to: its failure, counted once
+                        model.statistics.failed(times, now())
+                    raise
+                built = now()
+                times.output = built - returned
+                model.statistics.succeeded(times, built)
                 sent = await exchange.send(response)
                 status = 200
                 return response
@@ -232,26 +246,6 @@ class ServerCore:
                     _log_access(model, status, exchange.received, sent, times)
         finally:
             model.release()
-
-    async def _respond(
-        self, model: ServedModel, request: DecodedRequest, times: RequestTimes, exchange: Exchange[Response]
-    ) -> Response:
-        try:
-            result = await self._call(model, request, times)
-            returned = now()
-            times.returned = True
-            try:
-                response = exchange.encode(model, request, *model_outputs(model, request, result))
-            except ModelError as error:
-                raise _logged(model, error) from error.__cause__
-        except OIPError:
-            if times.called:  # the model ran, or was about to: its failure, counted once
-                model.statistics.failed(times, now())
-            raise
-        built = now()
-        times.output = built - returned
-        model.statistics.succeeded(times, built)
-        return response
 
     async def _call(self, model: ServedModel, request: DecodedRequest, times: RequestTimes) -> Outputs:
         if self._tracer is None:

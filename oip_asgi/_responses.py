@@ -46,10 +46,10 @@ async def send_response(
         return await _send_compressed(send, status, headers, parts, encoding)
     size = sum(map(len, parts))
     await send({"type": "http.response.start", "status": status, "headers": [*headers, _length(size)]})
-    slices = [piece for part in parts for piece in iter_slices(part, SLICE)]
-    if len(slices) <= 1:  # the common case: one message, the body as it is
-        await send({"type": "http.response.body", "body": bytes(slices[0]) if slices else b""})
+    if len(parts) == 1 and size <= SLICE:  # the common case: one message, the body as it is
+        await send({"type": "http.response.body", "body": bytes(parts[0])})
         return size
+    slices = [piece for part in parts for piece in iter_slices(part, SLICE)] or [b""]
     last = len(slices) - 1
     for index, piece in enumerate(slices):
         await send({"type": "http.response.body", "body": bytes(piece), "more_body": index < last})
