@@ -169,7 +169,7 @@ def _classification_message(data: JSONText) -> str | None:
 
 
 def _integer_out_of_range(outline: _InputOutline) -> str | None:
-    if outline.datatype not in INTEGERS:
+    if not isinstance(outline.datatype, str) or outline.datatype not in INTEGERS:
         return None
     try:
         data = msgspec.json.decode(outline.data)
