@@ -7,7 +7,7 @@ datatype and a shape, and both get the same checks and the same messages.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from ._datatypes import DATATYPES, element_size
@@ -37,7 +37,7 @@ def check_shape(tensor: TensorHeader) -> None:
     shape = tensor.shape
     if len(shape) > _MAX_DIMS:
         raise BadRequest(f"input {quoted(tensor.name)} has {len(shape)} dimensions; at most {_MAX_DIMS} are supported")
-    if any(dim < 0 for dim in shape):
+    if shape and min(shape) < 0:
         raise BadRequest(negative_dimensions(tensor.name, shape))
     # numpy counts an array's bytes in int64, zero dimensions aside: [0, 2**62] is too large even empty.
     count = math.prod(shape) or math.prod(dim for dim in shape if dim)
@@ -47,9 +47,12 @@ def check_shape(tensor: TensorHeader) -> None:
         )
 
 
-def _unique(names: Iterable[str], repeated: str) -> set[str]:
+def _unique(names: Sequence[str], repeated: str) -> set[str]:
     """The names, or BadRequest(`repeated` naming the first that comes twice)."""
-    seen: set[str] = set()
+    seen = set(names)
+    if len(seen) == len(names):  # the common case, in one C call
+        return seen
+    seen = set()
     for name in names:
         if name in seen:
             raise BadRequest(repeated.format(quoted(name)))
@@ -80,7 +83,7 @@ def unknown_datatype(name: str, datatype: str) -> str:
 
 
 def check_inputs(model: ServedModel, inputs: Sequence[TensorHeader]) -> None:
-    seen = _unique((tensor.name for tensor in inputs), "input {} appears more than once")
+    seen = _unique([tensor.name for tensor in inputs], "input {} appears more than once")
     for tensor in inputs:
         if tensor.datatype not in DATATYPES:
             raise BadRequest(unknown_datatype(tensor.name, tensor.datatype))
@@ -108,7 +111,7 @@ def check_against(spec: TensorSpec, datatype: str, shape: Sequence[int], model: 
 
 
 def check_outputs(model: ServedModel, requested: Sequence[RequestedOutput]) -> None:
-    _unique((output.name for output in requested), "output {} is requested more than once")
+    _unique([output.name for output in requested], "output {} is requested more than once")
     if model.outputs is None:
         return
     for output in requested:

@@ -156,6 +156,8 @@ def _parameters(model: ServedModel, value: Any, what: str) -> dict[str, Any] | N
 
 
 def _output_parameters(model: ServedModel, output: str, value: Any) -> dict[str, Any] | None:
+    if value is None:  # nearly every output: nothing to check
+        return None
     parameters = _parameters(model, value, f"parameters for output '{output}'")
     reserved = sorted(_RESERVED_OUTPUT_PARAMETERS.intersection(parameters or ()))
     if reserved:
