@@ -120,11 +120,13 @@ def grpc_triton(served: tuple[str, str]) -> Iterator[Any]:
     triton.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "version"), EXPECTED, ids=IDS)
 def test_tritonclient_http_reads_the_config(rest: Any, name: str, version: str) -> None:
     assert rest.get_model_config(name, version) == EXPECTED[name, version]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "version"), EXPECTED, ids=IDS)
 def test_tritonclient_grpc_reads_the_same_config_in_tritons_own_messages(
     grpc_triton: Any, name: str, version: str
@@ -134,6 +136,7 @@ def test_tritonclient_grpc_reads_the_same_config_in_tritons_own_messages(
     assert grpc_triton.get_model_config(name, version).config == expected
 
 
+@pytest.mark.slow
 def test_tritonclient_grpc_as_json_writes_proto_field_names(grpc_triton: Any) -> None:
     batching = grpc_triton.get_model_config("batching", as_json=True)["config"]
     assert batching["max_batch_size"] == 8
@@ -145,11 +148,13 @@ def test_tritonclient_grpc_as_json_writes_proto_field_names(grpc_triton: Any) ->
     assert "max_batch_size" not in text  # proto3 JSON leaves zeros out, as Triton's gRPC does
 
 
+@pytest.mark.slow
 def test_both_wires_list_the_extension(rest: Any, grpc_triton: Any) -> None:
     assert "model_configuration" in rest.get_server_metadata()["extensions"]
     assert "model_configuration" in grpc_triton.get_server_metadata().extensions
 
 
+@pytest.mark.slow
 def test_unknown_models_and_versions_are_not_found_on_both_wires(rest: Any, grpc_triton: Any) -> None:
     with pytest.raises(InferenceServerException, match="unknown model: 'nope' is not found") as failed:
         rest.get_model_config("nope")
@@ -165,6 +170,7 @@ def test_unknown_models_and_versions_are_not_found_on_both_wires(rest: Any, grpc
     assert failed.value.status() == "StatusCode.NOT_FOUND"
 
 
+@pytest.mark.slow
 def test_the_repository_extensions_rpcs_are_declared_but_unimplemented(grpc_triton: Any) -> None:
     for call in (
         grpc_triton.get_model_repository_index,

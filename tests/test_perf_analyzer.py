@@ -39,7 +39,7 @@ def missing(binary: Path) -> str | None:
 
 
 reason = missing(BINARY)
-pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(reason is not None, reason=reason or "")]
 pytest.importorskip("oip_asgi.grpc")
 
 
