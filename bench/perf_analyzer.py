@@ -25,6 +25,12 @@ window, its statistics (the "Server:" lines), then measures concurrency 1 and 4:
 | text-http-json | `text`: BYTES [1] (perf_analyzer's JSON writer sends [n] as one string) | HTTP JSON |
 
 Each run's output and CSV go to bench/results/perf_analyzer/<full|quick>/, with summary.md and summary.json.
+
+``--peers`` adds W8's MLP (FP32 [n,64] -> 10, batched to 32 rows or 2 ms, the harness's weights) over
+HTTP on ours (apps/ours_app.py) and on Triton through PyTriton (apps/pytriton_app.py, from the
+``pytriton`` environment), one server at a time on core 0; ``--runs none`` leaves the matrix out:
+
+    python3 bench/perf_analyzer.py --peers --runs none --results bench/results/perf_analyzer/peers
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +88,14 @@ RUNS = (
     Run("text-http", "text", "http", TEXT + BINARY_TENSORS),
     Run("text-grpc", "text", "grpc", TEXT),
 )
+
+
+# --peers: W8's MLP (FP32 [n,64] -> 10, batched to 32 rows or 2 ms) on ours and on Triton (PyTriton), over HTTP.
+PEER_RUNS = (
+    Run("mlp-http", "mlp", "http", BINARY_TENSORS),
+    Run("mlp-http-b8", "mlp", "http", ("-b", "8", *BINARY_TENSORS)),
+)
+PEER_DISTRIBUTIONS = {"ours": ("oip-asgi", "uvicorn"), "pytriton": ("nvidia-pytriton", "tritonclient")}
 
 
 def setup() -> None:
@@ -168,6 +183,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--setup-only", action="store_true", help="install perf_analyzer and stop")
     parser.add_argument("--runs", default=",".join(run.key for run in RUNS), help="comma-separated subset")
     parser.add_argument("--ours-python", type=Path, help="serve with this interpreter, not bench/.peers/ours-grpc")
+    parser.add_argument("--peers", action="store_true", help="also W8's MLP on ours and on PyTriton (Triton)")
     parser.add_argument("--results", type=Path, help="default: bench/results/perf_analyzer/<full|quick>")
     args = parser.parse_args(argv)
     setup()
@@ -207,16 +223,45 @@ def main(argv: list[str]) -> None:
         "runs": {},
     }
     chosen = [run for run in RUNS if run.key in args.runs.split(",")]
+    summary["runs"] = measure(server, chosen, {"http": port, "grpc": grpc_port}, settings, results)
+    if args.peers:
+        summary["peers"] = {}
+        for name, peer in peer_servers(python, results).items():
+            if isinstance(peer, str):
+                print(f"{name}: NOT RUN: {peer}", flush=True)
+                summary["peers"][name] = {"error": [peer]}
+                continue
+            server, ports = peer
+            summary["versions"][name] = envs.versions(Path(server.command[0]), PEER_DISTRIBUTIONS[name])
+            summary["peers"][name] = measure(server, PEER_RUNS, ports, settings, results, prefix=f"{name}-")
+    (results / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (results / "summary.md").write_text(markdown(summary))
+    print(markdown(summary))
+
+
+def measure(
+    server: procs.Server,
+    runs: Sequence[Run],
+    ports: dict[str, int],
+    settings: tuple[str, ...],
+    results: Path,
+    prefix: str = "",
+) -> dict[str, Any]:
+    """`runs` against `server`, started here and stopped after; each run's entry for the summary."""
+    entries: dict[str, Any] = {}
     server.start(SERVER_CORE)
     try:
-        server.wait_until("/v2/health/ready", time.perf_counter() + 60)
-        for run in chosen:
-            address = f"127.0.0.1:{grpc_port if run.protocol == 'grpc' else port}"
-            print(f"{run.key}: perf_analyzer -m {run.model} -i {run.protocol} {' '.join(run.options)}", flush=True)
-            csv_path = results / f"{run.key}.csv"
+        deadline = time.perf_counter() + 120
+        server.wait_until("/v2/health/ready", deadline)
+        for model in dict.fromkeys(run.model for run in runs):  # PyTriton binds its models after it is ready
+            server.wait_until(f"/v2/models/{model}/ready", deadline)
+        for run in runs:
+            key = prefix + run.key
+            print(f"{key}: perf_analyzer -m {run.model} -i {run.protocol} {' '.join(run.options)}", flush=True)
+            csv_path = results / f"{key}.csv"
             csv_path.unlink(missing_ok=True)
-            done = perf_analyzer(run, address, settings, csv_path)
-            (results / f"{run.key}.txt").write_text(done.stdout + done.stderr)
+            done = perf_analyzer(run, f"127.0.0.1:{ports[run.protocol]}", settings, csv_path)
+            (results / f"{key}.txt").write_text(done.stdout + done.stderr)
             entry: dict[str, Any] = {"model": run.model, "protocol": run.protocol, "options": list(run.options)}
             if done.returncode != 0 or not csv_path.exists():
                 entry["error"] = (done.stdout + done.stderr).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
@@ -233,34 +278,89 @@ def main(argv: list[str]) -> None:
                         f"  c={row['concurrency']}: {row['infer_per_s']:.0f} infer/s, p50 {row['p50_us']} us",
                         flush=True,
                     )
-            summary["runs"][run.key] = entry
+            entries[key] = entry
     finally:
         server.stop()
-    (results / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (results / "summary.md").write_text(markdown(summary))
-    print(markdown(summary))
+    return entries
+
+
+def peer_servers(python: Path, results: Path) -> dict[str, tuple[procs.Server, dict[str, int]] | str]:
+    """W8's MLP served by ours (bench/apps/ours_app.py) and by PyTriton (Triton): each server and its ports,
+    or why it cannot run. Both batch it alike: 32 rows or 2 ms, the same weights."""
+    import numpy as np  # the harness's: only --peers needs it
+    import workloads
+
+    weights = results / "raw" / workloads.MLP_WEIGHTS
+    weights.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(weights, **workloads.mlp_weights(np.random.default_rng(workloads.SEED + 8)))
+    servers: dict[str, tuple[procs.Server, dict[str, int]] | str] = {}
+    port = procs.free_port()
+    servers["ours"] = (
+        procs.Server(
+            "ours",
+            [str(python), str(envs.APPS / "ours_app.py"), "--port", str(port), "--mlp-weights", str(weights)],
+            port,
+            results / "raw" / "ours-mlp.log",
+        ),
+        {"http": port},
+    )
+    spec = envs.SPECS["pytriton"]
+    reason = envs.ensure_env(spec.env, spec.requirements)
+    if reason:
+        servers["pytriton"] = f"cannot install: {reason}"
+        return servers
+    triton_python = envs.venv_python(spec.env)
+    port, grpc_port, metrics_port = procs.free_port(), procs.free_port(), procs.free_port()
+    command = [
+        str(triton_python), str(envs.APPS / spec.app), "--port", str(port), "--grpc-port", str(grpc_port),
+        "--metrics-port", str(metrics_port), "--mlp-weights", str(weights), "--open-statistics",
+    ]  # fmt: skip
+    # Triton's Python-backend stub links libpython by name: point it at this interpreter's own (bench/README.md).
+    library_path = os.pathsep.join(filter(None, [envs.libpython_dir(triton_python), os.environ.get("LD_LIBRARY_PATH")]))
+    servers["pytriton"] = (
+        procs.Server(
+            "pytriton", command, port, results / "raw" / "pytriton.log", env={"LD_LIBRARY_PATH": library_path}
+        ),
+        {"http": port, "grpc": grpc_port},
+    )
+    return servers
 
 
 def markdown(summary: dict[str, Any]) -> str:
-    lines = [
-        f"`{summary['command']}`, {summary['date']}; perf_analyzer from the {summary['perf_analyzer']}; "
-        f"settings `{' '.join(summary['settings'])}`; server {json.dumps(summary['versions'])}",
-        "",
+    header = [
         "| run | concurrency | infer/s | p50 us | p99 us | server queue us | server compute us | statistics read |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for key, entry in summary["runs"].items():
+    lines = [
+        f"`{summary['command']}`, {summary['date']}; perf_analyzer from the {summary['perf_analyzer']}; "
+        f"settings `{' '.join(summary['settings'])}`; servers {json.dumps(summary['versions'])}",
+        "",
+        *header,
+        *table(summary["runs"]),
+    ]
+    if "peers" in summary:
+        lines += ["", "W8's MLP on ours and on Triton (PyTriton):", "", *header]
+        for name, entries in summary["peers"].items():
+            lines += (
+                [f"| {name} | - | not run: {entries['error'][0]} | | | | | |"] if "error" in entries else table(entries)
+            )
+    return "\n".join(lines) + "\n"
+
+
+def table(entries: dict[str, Any]) -> list[str]:
+    lines = []
+    for key, entry in entries.items():
         if "error" in entry:
             lines.append(f"| {key} | - | failed: {entry['error'][0]} | | | | | |")
             continue
+        statistics = "yes" if entry["read_statistics"] else "no"
         for row in entry["rows"]:
-            statistics = "yes" if entry["read_statistics"] else "no"
             lines.append(
                 f"| {key} | {row['concurrency']} | {row['infer_per_s']:.0f} | {row['p50_us']} | {row['p99_us']} | "
                 f"{row['server_queue_us']} | {row['server_compute_us']} | {statistics} |"
             )
         lines.extend(f"| {key} | {level} | no stable measurement | | | | | |" for level in entry["unstable"])
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":
