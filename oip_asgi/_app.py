@@ -106,6 +106,7 @@ class OIPApp:
             Route(r"/models/stats/?", {"GET": self._statistics}),
             Route(_MODEL + r"/stats/?", {"GET": self._statistics}),
             Route(_MODEL + r"/ready/?", {"GET": self._model_ready}),
+            Route(_MODEL + r"/config/?", {"GET": self._model_config}),
             Route(_MODEL + r"/?", {"GET": self._model_metadata}),
         ]
 
@@ -199,6 +200,10 @@ class OIPApp:
     async def _model_metadata(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         model = self.core.model(*match.group("name", "version"))
         await send_json(send, 200, self.core.model_metadata(model))
+
+    async def _model_config(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        model = self.core.model(*match.group("name", "version"))
+        await send_json(send, 200, self.core.model_config(model))
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         name, version = match.group("name", "version")

@@ -22,6 +22,7 @@ from ._errors import ClientDisconnected, ModelError, OIPError, answer
 from ._inference import DecodedRequest, OutputTensor, model_outputs
 from ._logging import show_unless_configured
 from ._metadata import ModelMetadata, ServerMetadata, TensorMetadata
+from ._model_config import model_config
 from ._models import Model, ModelsArgument, Outputs, TensorSpec
 from ._repository import Repository, checked_models, declared_versions
 from ._serving import ServedModel, error_id
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("oip_asgi")
 access_logger = logging.getLogger("oip_asgi.access")
 
-EXTENSIONS = ["binary_tensor_data", "classification", "statistics"]
+EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "statistics"]
 DEFAULT_MAX_BODY_SIZE = 128 * 2**20
 CLIENT_LEFT = 499  # as nginx logs a client that went away
 
@@ -187,6 +188,11 @@ class ServerCore:
             outputs=tensors(declared.outputs),
             properties=declared.properties,
         )
+
+    def model_config(self, model: ServedModel) -> dict[str, Any]:
+        """`model`'s configuration as Triton's model configuration extension answers it, on every wire."""
+        versions = self.repository.versions(model.name) if model.name in self.repository else [model.version]
+        return model_config(model.name, model.model, versions)
 
     def statistics(self, name: str | None = None, version: str | None = None) -> dict[str, Any]:
         """Triton's statistics response: every model's, a model's versions', or one version's."""

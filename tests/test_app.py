@@ -42,7 +42,8 @@ async def test_protocol_endpoints_at_v2() -> None:
         for path in ("/v2", "/v2/"):
             response = await http.get(path)
             assert response.status_code == 200
-            assert response.json()["extensions"] == ["binary_tensor_data", "classification", "statistics"]
+            extensions = ["binary_tensor_data", "classification", "model_configuration", "statistics"]
+            assert response.json()["extensions"] == extensions
         assert (await http.get("/v2/health/live")).json() == {"live": True}
         assert (await http.get("/v2/health/ready")).json() == {"ready": True}
         assert (await http.get("/v2/models/double/ready")).json() == {"name": "double", "ready": True}

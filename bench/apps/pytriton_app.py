@@ -21,7 +21,7 @@ import numpy.typing as npt
 from _mlp import MLP  # a sibling: the apps run as scripts
 from pytriton.decorators import batch
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
-from pytriton.triton import Triton, TritonConfig
+from pytriton.triton import DEFAULT_PROTECTED_ENDPOINTS, Triton, TritonConfig, TritonSecurityConfig
 
 
 def identity(requests: list[Any]) -> list[dict[str, npt.NDArray[Any]]]:
@@ -50,6 +50,8 @@ def main() -> None:
     parser.add_argument("--grpc-port", type=int, required=True)
     parser.add_argument("--metrics-port", type=int, required=True)
     parser.add_argument("--mlp-weights", type=Path)
+    # PyTriton 0.7 puts Triton's statistics behind an access token by default; perf_analyzer reads them.
+    parser.add_argument("--open-statistics", action="store_true", help="serve statistics without PyTriton's token")
     args = parser.parse_args()
     config = TritonConfig(
         http_address="127.0.0.1",
@@ -61,7 +63,11 @@ def main() -> None:
     )
     # Input and output share a name so the response matches the other servers' identity models.
     models = {"identity": np.float32, "identity_bytes": np.bytes_}
-    with Triton(config=config) as triton:
+    security = None
+    if args.open_statistics:
+        restricted = [endpoint for endpoint in DEFAULT_PROTECTED_ENDPOINTS if endpoint != "statistics"]
+        security = TritonSecurityConfig(restricted_endpoints=restricted)
+    with Triton(config=config, security_config=security) as triton:
         for name, dtype in models.items():
             triton.bind(
                 model_name=name,

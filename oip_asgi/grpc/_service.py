@@ -105,6 +105,7 @@ class InferenceService:
             "ModelMetadata": parsed(pb.ModelMetadataRequest, self.model_metadata),
             "ModelInfer": self.model_infer,  # parses its own request: see parse_request
             "ModelStatistics": parsed(pb.ModelStatisticsRequest, self.model_statistics),
+            "ModelConfig": parsed(pb.ModelConfigRequest, self.model_config),
         }
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, method)) for name, method in unary.items()
@@ -165,6 +166,11 @@ class InferenceService:
         """Triton's statistics extension: the counts REST serves, field for field."""
         statistics = self.core.statistics(request.name or None, request.version or None)
         return json_format.ParseDict(statistics, pb.ModelStatisticsResponse())
+
+    async def model_config(self, request: pb.ModelConfigRequest) -> pb.ModelConfigResponse:
+        """Triton's model configuration extension: the configuration REST serves, field for field."""
+        config = self.core.model_config(self.core.model(request.name, request.version or None))
+        return json_format.ParseDict({"config": config}, pb.ModelConfigResponse())
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         """Triton's streaming extension: every request answered in order, a failed one in its error_message."""

@@ -75,6 +75,26 @@ class GRPCInferenceServiceStub(object):
                 request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsRequest.SerializeToString,
                 response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsResponse.FromString,
                 _registered_method=True)
+        self.ModelConfig = channel.unary_unary(
+                '/inference.GRPCInferenceService/ModelConfig',
+                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigResponse.FromString,
+                _registered_method=True)
+        self.RepositoryIndex = channel.unary_unary(
+                '/inference.GRPCInferenceService/RepositoryIndex',
+                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexResponse.FromString,
+                _registered_method=True)
+        self.RepositoryModelLoad = channel.unary_unary(
+                '/inference.GRPCInferenceService/RepositoryModelLoad',
+                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadResponse.FromString,
+                _registered_method=True)
+        self.RepositoryModelUnload = channel.unary_unary(
+                '/inference.GRPCInferenceService/RepositoryModelUnload',
+                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadResponse.FromString,
+                _registered_method=True)
 
 
 class GRPCInferenceServiceServicer(object):
@@ -146,6 +166,35 @@ class GRPCInferenceServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ModelConfig(self, request, context):
+        """Triton's model configuration extension: a model's configuration, as REST's
+        GET v2/models/${MODEL_NAME}[/versions/${MODEL_VERSION}]/config gives it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RepositoryIndex(self, request, context):
+        """Triton's model repository extension: the index of the repository's models.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RepositoryModelLoad(self, request, context):
+        """Triton's model repository extension: load or reload a model.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RepositoryModelUnload(self, request, context):
+        """Triton's model repository extension: unload a model.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GRPCInferenceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -188,6 +237,26 @@ def add_GRPCInferenceServiceServicer_to_server(servicer, server):
                     servicer.ModelStatistics,
                     request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsRequest.FromString,
                     response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsResponse.SerializeToString,
+            ),
+            'ModelConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.ModelConfig,
+                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigRequest.FromString,
+                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigResponse.SerializeToString,
+            ),
+            'RepositoryIndex': grpc.unary_unary_rpc_method_handler(
+                    servicer.RepositoryIndex,
+                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexRequest.FromString,
+                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexResponse.SerializeToString,
+            ),
+            'RepositoryModelLoad': grpc.unary_unary_rpc_method_handler(
+                    servicer.RepositoryModelLoad,
+                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadRequest.FromString,
+                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadResponse.SerializeToString,
+            ),
+            'RepositoryModelUnload': grpc.unary_unary_rpc_method_handler(
+                    servicer.RepositoryModelUnload,
+                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadRequest.FromString,
+                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -407,6 +476,114 @@ class GRPCInferenceService(object):
             '/inference.GRPCInferenceService/ModelStatistics',
             oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsRequest.SerializeToString,
             oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ModelConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/ModelConfig',
+            oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigRequest.SerializeToString,
+            oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RepositoryIndex(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/RepositoryIndex',
+            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexRequest.SerializeToString,
+            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RepositoryModelLoad(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/RepositoryModelLoad',
+            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadRequest.SerializeToString,
+            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RepositoryModelUnload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/RepositoryModelUnload',
+            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadRequest.SerializeToString,
+            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadResponse.FromString,
             options,
             channel_credentials,
             insecure,

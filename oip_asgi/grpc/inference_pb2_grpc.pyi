@@ -4,9 +4,15 @@ isort:skip_file
 The Open Inference Protocol's gRPC service, as oip-asgi serves it.
 
 kserve/open-inference-protocol specification/protocol/open_inference_grpc.proto at
-d49cc23f89d709d87b210ef9449e273ae243984e, with one addition marked below: Triton's streaming
-extension (ModelStreamInfer and ModelStreamInferResponse, as in Triton's grpc_service.proto, with
-the same field numbers), which tritonclient.grpc's start_stream/async_stream_infer use.
+d49cc23f89d709d87b210ef9449e273ae243984e, with additions from Triton's protocol, marked below, with
+the names and field numbers of triton-inference-server/common's protobuf/grpc_service.proto and
+protobuf/model_config.proto at 83adf7cf88a2f343005974dff3728be746de2d66 (BSD-3-Clause, its notice
+below, before the model configuration): the streaming extension (ModelStreamInfer and
+ModelStreamInferResponse), which tritonclient.grpc's start_stream/async_stream_infer use; the
+statistics extension (ModelStatistics); the model configuration extension (ModelConfig and the
+whole ModelConfig message tree of model_config.proto, its Sphinx markup turned into plain comments);
+and the messages of the model repository extension (RepositoryIndex, RepositoryModelLoad,
+RepositoryModelUnload), which oip-asgi does not serve yet: their calls answer UNIMPLEMENTED.
 
 Regenerate the Python modules beside this file with `python oip_asgi/grpc/_generate.py` (needs
 grpcio-tools and mypy-protobuf); tests/test_grpc_generated.py fails when they drift from it.
@@ -93,6 +99,32 @@ class GRPCInferenceServiceStub:
     GET v2/models[/${MODEL_NAME}[/versions/${MODEL_VERSION}]]/stats gives them.
     """
 
+    ModelConfig: grpc.UnaryUnaryMultiCallable[
+        oip_asgi.grpc.inference_pb2.ModelConfigRequest,
+        oip_asgi.grpc.inference_pb2.ModelConfigResponse,
+    ]
+    """Triton's model configuration extension: a model's configuration, as REST's
+    GET v2/models/${MODEL_NAME}[/versions/${MODEL_VERSION}]/config gives it.
+    """
+
+    RepositoryIndex: grpc.UnaryUnaryMultiCallable[
+        oip_asgi.grpc.inference_pb2.RepositoryIndexRequest,
+        oip_asgi.grpc.inference_pb2.RepositoryIndexResponse,
+    ]
+    """Triton's model repository extension: the index of the repository's models."""
+
+    RepositoryModelLoad: grpc.UnaryUnaryMultiCallable[
+        oip_asgi.grpc.inference_pb2.RepositoryModelLoadRequest,
+        oip_asgi.grpc.inference_pb2.RepositoryModelLoadResponse,
+    ]
+    """Triton's model repository extension: load or reload a model."""
+
+    RepositoryModelUnload: grpc.UnaryUnaryMultiCallable[
+        oip_asgi.grpc.inference_pb2.RepositoryModelUnloadRequest,
+        oip_asgi.grpc.inference_pb2.RepositoryModelUnloadResponse,
+    ]
+    """Triton's model repository extension: unload a model."""
+
 class GRPCInferenceServiceAsyncStub:
     """Inference Server GRPC endpoints."""
 
@@ -158,6 +190,32 @@ class GRPCInferenceServiceAsyncStub:
     """Triton's statistics extension: a model's cumulative statistics, as REST's
     GET v2/models[/${MODEL_NAME}[/versions/${MODEL_VERSION}]]/stats gives them.
     """
+
+    ModelConfig: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi.grpc.inference_pb2.ModelConfigRequest,
+        oip_asgi.grpc.inference_pb2.ModelConfigResponse,
+    ]
+    """Triton's model configuration extension: a model's configuration, as REST's
+    GET v2/models/${MODEL_NAME}[/versions/${MODEL_VERSION}]/config gives it.
+    """
+
+    RepositoryIndex: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi.grpc.inference_pb2.RepositoryIndexRequest,
+        oip_asgi.grpc.inference_pb2.RepositoryIndexResponse,
+    ]
+    """Triton's model repository extension: the index of the repository's models."""
+
+    RepositoryModelLoad: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi.grpc.inference_pb2.RepositoryModelLoadRequest,
+        oip_asgi.grpc.inference_pb2.RepositoryModelLoadResponse,
+    ]
+    """Triton's model repository extension: load or reload a model."""
+
+    RepositoryModelUnload: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi.grpc.inference_pb2.RepositoryModelUnloadRequest,
+        oip_asgi.grpc.inference_pb2.RepositoryModelUnloadResponse,
+    ]
+    """Triton's model repository extension: unload a model."""
 
 class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     """Inference Server GRPC endpoints."""
@@ -240,5 +298,39 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
         """Triton's statistics extension: a model's cumulative statistics, as REST's
         GET v2/models[/${MODEL_NAME}[/versions/${MODEL_VERSION}]]/stats gives them.
         """
+
+    @abc.abstractmethod
+    def ModelConfig(
+        self,
+        request: oip_asgi.grpc.inference_pb2.ModelConfigRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi.grpc.inference_pb2.ModelConfigResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.ModelConfigResponse]]:
+        """Triton's model configuration extension: a model's configuration, as REST's
+        GET v2/models/${MODEL_NAME}[/versions/${MODEL_VERSION}]/config gives it.
+        """
+
+    @abc.abstractmethod
+    def RepositoryIndex(
+        self,
+        request: oip_asgi.grpc.inference_pb2.RepositoryIndexRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi.grpc.inference_pb2.RepositoryIndexResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.RepositoryIndexResponse]]:
+        """Triton's model repository extension: the index of the repository's models."""
+
+    @abc.abstractmethod
+    def RepositoryModelLoad(
+        self,
+        request: oip_asgi.grpc.inference_pb2.RepositoryModelLoadRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi.grpc.inference_pb2.RepositoryModelLoadResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.RepositoryModelLoadResponse]]:
+        """Triton's model repository extension: load or reload a model."""
+
+    @abc.abstractmethod
+    def RepositoryModelUnload(
+        self,
+        request: oip_asgi.grpc.inference_pb2.RepositoryModelUnloadRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi.grpc.inference_pb2.RepositoryModelUnloadResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.RepositoryModelUnloadResponse]]:
+        """Triton's model repository extension: unload a model."""
 
 def add_GRPCInferenceServiceServicer_to_server(servicer: GRPCInferenceServiceServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...
