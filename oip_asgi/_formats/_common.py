@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,11 +74,32 @@ def check_options(own: Mapping[str, Any], accepted: Sequence[str], format: str) 
         raise TypeError(f"Model.from_file: unknown option {', '.join(unknown)} for a {format} file; it takes {takes}")
 
 
+class Runner(ABC):
+    """A file's model as a `Model` calls it: the inputs by name in, a mapping of `outputs` to arrays out."""
+
+    outputs: list[str]  # what it returns: all the file's outputs, or the ones the caller declared
+
+    @abstractmethod
+    def __call__(self, **inputs: np.ndarray) -> Mapping[str, np.ndarray]: ...
+
+    def only(self, outputs: Sequence[str], file: Path) -> Runner:
+        """A copy returning only `outputs` (a `Model` refuses undeclared outputs), each one it can make."""
+        unknown = [name for name in outputs if name not in self.outputs]
+        if unknown:
+            raise ValueError(
+                f"model file {file.name!r} has no output {', '.join(map(repr, unknown))}; "
+                f"its outputs are {', '.join(map(repr, self.outputs))}"
+            )
+        runner = copy.copy(self)
+        runner.outputs = list(outputs)
+        return runner
+
+
 @dataclass
 class FileModel:
     """What a file says about the model it holds, and the callable that runs it."""
 
-    predict: Callable[..., Mapping[str, np.ndarray]]
+    predict: Runner
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     platform: str
@@ -86,6 +109,7 @@ class FileModel:
     def model(self, file: Path, declared: Mapping[str, Any]) -> Model:
         """The `Model`: this description, with what the caller declared in its place."""
         outputs = declared.get("outputs", self.outputs)
+        predict = self.predict.only([spec.name for spec in outputs], file) if "outputs" in declared else self.predict
         known = {spec.name for spec in outputs}
         labels = {name: names for name, names in self.labels.items() if name in known} or None
         properties = {**self.properties, **declared.get("properties", {})} or None
@@ -98,7 +122,7 @@ class FileModel:
             **declared,
             "properties": properties,
         }
-        return Model(self.predict, **settings)
+        return Model(predict, **settings)
 
 
 class _LoadedLater:
@@ -107,12 +131,13 @@ class _LoadedLater:
     def __init__(self, file: Path) -> None:
         self.file = file
         self.loaded: FileModel | None = None
+        self.runner: Runner | None = None
 
     def __repr__(self) -> str:
         return f"<model file {str(self.file)!r}>"
 
     def __call__(self, **inputs: np.ndarray) -> Mapping[str, np.ndarray]:
-        if self.loaded is None:  # the core calls a model only once it is ready; this is belt and braces
+        if self.loaded is None or self.runner is None:  # the core calls a model only once it is ready
             raise ModelNotReady(f"model file {str(self.file)!r} has not loaded yet")
         wanted = {spec.name for spec in self.loaded.inputs}
         if set(inputs) != wanted:
@@ -120,7 +145,7 @@ class _LoadedLater:
                 f"model file {self.file.name!r} takes inputs {', '.join(sorted(wanted))}; "
                 f"the request has {', '.join(sorted(inputs)) or 'none'}"
             )
-        return self.loaded.predict(**inputs)
+        return self.runner(**inputs)
 
 
 def loaded_lazily(file: Path, format: str, read: Callable[[], FileModel], declared: Mapping[str, Any]) -> Model:
@@ -131,7 +156,12 @@ def loaded_lazily(file: Path, format: str, read: Callable[[], FileModel], declar
     runner = _LoadedLater(file)
 
     def load() -> None:
-        runner.loaded = read()
+        loaded = read()
+        declared_outputs = declared.get("outputs")
+        runner.runner = (
+            loaded.predict.only([spec.name for spec in declared_outputs], file) if declared_outputs else loaded.predict
+        )
+        runner.loaded = loaded
 
     platform = "pytorch_libtorch" if format == "torch" and file.suffix != ".pt2" else PLATFORMS[format]
     return Model(runner, **{"name": file.stem, "platform": platform, **declared, "load": load})

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import BadRequest
-from ._common import FileModel, ModelFileError, check_options, require, spec
+from ._common import FileModel, ModelFileError, Runner, check_options, require, spec
 
 _DATATYPES = {
     "tensor(bool)": "BOOL",
@@ -112,13 +112,13 @@ def _labels(file: Path, outputs: Sequence[Any]) -> dict[str, list[str]]:
     return {}
 
 
-class _Session:
+class _Session(Runner):
     """An onnxruntime session called with the inputs by name; onnxruntime runs it without the GIL."""
 
     def __init__(self, session: Any, types: Mapping[str, str], file: str) -> None:
         self.session = session
         self.strings = {name for name, type in types.items() if type == "tensor(string)"}
-        self.output_names = [arg.name for arg in session.get_outputs()]
+        self.outputs = [arg.name for arg in session.get_outputs()]
         self.file = file
 
     def __repr__(self) -> str:
@@ -127,13 +127,13 @@ class _Session:
     def __call__(self, **inputs: np.ndarray) -> Mapping[str, np.ndarray]:
         feeds = {name: _text(array) if name in self.strings else array for name, array in inputs.items()}
         try:
-            results = self.session.run(self.output_names, feeds)
+            results = self.session.run(self.outputs, feeds)
         except Exception as exc:
             # onnxruntime says which dimension or type it refused; the input was the client's.
             if re.search(r"INVALID_ARGUMENT|Invalid rank|Got invalid dimensions", str(exc)):
                 raise BadRequest(f"model {self.file!r} refused the input: {exc}") from exc
             raise
-        return dict(zip(self.output_names, results, strict=True))
+        return dict(zip(self.outputs, results, strict=True))
 
 
 def _text(array: np.ndarray) -> np.ndarray:

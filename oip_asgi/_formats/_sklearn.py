@@ -7,6 +7,7 @@ Outputs are named as MLServer's sklearn runtime names them (``predict``, ``predi
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._datatypes import datatype_of
-from ._common import FileModel, ModelFileError, batch_rows, check_options, require, spec
+from ._common import FileModel, ModelFileError, Runner, batch_rows, check_options, require, spec
 
 _PICKLE_WARNING = (
     "loading a pickle runs whatever code it holds, so a joblib or pickle file is loaded only when you say "
@@ -26,7 +27,9 @@ _PICKLE_WARNING = (
 def read(file: Path, options: dict[str, Any]) -> FileModel:
     check_options(options, ("trusted",), "scikit-learn")
     trusted = options.get("trusted", False)
-    estimator = _skops_load(file, trusted) if file.suffix.lower() == ".skops" else _pickle_load(file, trusted)
+    # A skops file is named so, or is a zip archive whatever its name; anything else is a pickle (joblib's or plain).
+    skops = file.suffix.lower() == ".skops" or zipfile.is_zipfile(file)
+    estimator = _skops_load(file, trusted) if skops else _pickle_load(file, trusted)
     return describe(estimator, file)
 
 
@@ -107,12 +110,12 @@ def _transformed_width(estimator: Any) -> int:
         return -1
 
 
-class _Estimator:
+class _Estimator(Runner):
     """The estimator's methods on one table of rows, as named outputs."""
 
     def __init__(self, estimator: Any, methods: list[str], feature_names: list[str], features: int, file: str) -> None:
         self.estimator = estimator
-        self.methods = methods
+        self.outputs = methods
         self.feature_names = feature_names
         self.features = features
         self.file = file
@@ -127,4 +130,4 @@ class _Estimator:
             # Fitted on a DataFrame: its columns by name (a ColumnTransformer selects them so), not a bare array.
             pandas = require("pandas", "sklearn", f"model file {self.file!r}, fitted on named columns,")
             rows = pandas.DataFrame(rows, columns=self.feature_names)
-        return {method: np.asarray(getattr(self.estimator, method)(rows)) for method in self.methods}
+        return {method: np.asarray(getattr(self.estimator, method)(rows)) for method in self.outputs}

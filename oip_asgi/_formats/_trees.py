@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._models import TensorSpec
-from ._common import batch_rows, spec
+from ._common import Runner, batch_rows, spec
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Task:
         return [spec("predict", "INT64", [-1]), spec("predict_proba", datatype, [-1, self.classes])]
 
 
-class TreeModel:
+class TreeModel(Runner):
     """`probabilities` (or the predicted values) of a table of rows, as MLServer names the outputs."""
 
     def __init__(
@@ -36,6 +36,7 @@ class TreeModel:
         self.features = features
         self.file = file
         self.datatype = datatype
+        self.outputs = ["predict"] if task.kind == "regression" else ["predict", "predict_proba"]
 
     def __repr__(self) -> str:
         return f"<{self.task.kind} model {self.file!r}>"
@@ -47,4 +48,5 @@ class TreeModel:
             return {"predict": scores}
         if self.task.kind == "binary" and scores.ndim == 1:  # the positive class's probability
             scores = np.stack([1 - scores, scores], axis=1)
-        return {"predict": np.argmax(scores, axis=1).astype(np.int64), "predict_proba": scores}
+        results = {"predict": np.argmax(scores, axis=1).astype(np.int64), "predict_proba": scores}
+        return {name: results[name] for name in self.outputs}

@@ -16,7 +16,11 @@ def read(file: Path, options: dict[str, Any]) -> FileModel:
     check_options(options, (), "XGBoost")
     xgb = require("xgboost", "xgboost", f"model file {file.name!r}")
     try:
-        booster = xgb.Booster(model_file=str(file))
+        if file.suffix.lower() in (".json", ".ubj"):
+            booster = xgb.Booster(model_file=str(file))
+        else:  # from its bytes, XGBoost tells JSON, UBJSON and its legacy binary apart without guessing by name
+            booster = xgb.Booster()
+            booster.load_model(bytearray(file.read_bytes()))
     except Exception as exc:  # XGBoostError, or whatever its parser raised
         raise ModelFileError(f"cannot load XGBoost model file {str(file)!r}: {type(exc).__name__}: {exc}") from exc
     learner = json.loads(booster.save_config())["learner"]
