@@ -59,13 +59,17 @@ def from_file(path: str | os.PathLike[str], format: str | None, options: Mapping
     lazy = own.pop("lazy", False)
     reader = _reader(format)
     if lazy:
-        return loaded_lazily(file, format, lambda: reader(file, own), declared)
-    return reader(file, own).model(file, declared)
+        return loaded_lazily(file, format, lambda: reader(file, own, declared), declared)
+    return reader(file, own, declared).model(file, declared)
 
 
-def _reader(format: str) -> Callable[[Path, dict[str, Any]], FileModel]:
+# A reader takes the file, its own options, and what the caller declares (TorchScript's tensors come from there).
+Reader = Callable[[Path, dict[str, Any], Mapping[str, Any]], FileModel]
+
+
+def _reader(format: str) -> Reader:
     module = importlib.import_module(f"{__name__}._{format}")  # only the library this file needs
-    read: Callable[[Path, dict[str, Any]], FileModel] = module.read
+    read: Reader = module.read
     return read
 
 

@@ -39,7 +39,7 @@ _ZIPMAP_HELP = (
 _CLASSIFIERS = ("LinearClassifier", "SVMClassifier", "TreeEnsembleClassifier", "TreeEnsemble", "ZipMap")
 
 
-def read(file: Path, options: dict[str, Any]) -> FileModel:
+def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> FileModel:
     check_options(options, ("providers", "session_options"), "ONNX")
     ort = require("onnxruntime", "onnx", f"model file {file.name!r}")
     providers = options.get("providers") or _default_providers(ort)

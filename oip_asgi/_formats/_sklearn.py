@@ -24,7 +24,7 @@ _PICKLE_WARNING = (
 )
 
 
-def read(file: Path, options: dict[str, Any]) -> FileModel:
+def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> FileModel:
     check_options(options, ("trusted",), "scikit-learn")
     trusted = options.get("trusted", False)
     # A skops file is named so, or is a zip archive whatever its name; anything else is a pickle (joblib's or plain).

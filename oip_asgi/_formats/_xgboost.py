@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from ._common import FileModel, ModelFileError, check_options, require, spec
 from ._trees import Task, TreeModel
 
 
-def read(file: Path, options: dict[str, Any]) -> FileModel:
+def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> FileModel:
     check_options(options, (), "XGBoost")
     xgb = require("xgboost", "xgboost", f"model file {file.name!r}")
     try:
