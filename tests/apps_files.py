@@ -15,6 +15,7 @@ models = {
     "scaled": Model.from_file(directory / "scaled.joblib", trusted=True),
     "digits": Model.from_file(directory / "digits.onnx"),
     "digits_batched": Model.from_file(directory / "digits.onnx", max_batch_size=64, max_batch_delay=0.05),
+    "strings": Model.from_file(directory / "strings.onnx"),
     "xgb_iris": Model.from_file(directory / "iris.json"),
     "xgb_binary": Model.from_file(directory / "binary.ubj"),
     "xgb_diabetes": Model.from_file(directory / "diabetes.json"),

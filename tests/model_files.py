@@ -9,6 +9,7 @@ from typing import Any
 import joblib
 import lightgbm
 import numpy as np
+import onnx
 import skops.io
 import xgboost
 from skl2onnx import to_onnx
@@ -54,5 +55,24 @@ def export(directory: Path) -> dict[str, Any]:
             model.booster_.save_model(file)
         else:
             model.save_model(file)
+    (directory / "strings.onnx").write_bytes(strings_graph().SerializeToString())
     (directory / "corrupt.onnx").write_bytes(b"\x08\x07" + bytes(range(256)) * 4)
     return fitted
+
+
+def strings_graph() -> onnx.ModelProto:
+    """An ONNX graph with a BYTES input and output, a symbolic and an unknown dimension: text echoed, x doubled."""
+    helper = onnx.helper
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["text"], ["echo"]), helper.make_node("Add", ["x", "x"], ["doubled"])],
+        "strings",
+        [
+            helper.make_tensor_value_info("text", onnx.TensorProto.STRING, ["N"]),
+            helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, [None, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("echo", onnx.TensorProto.STRING, ["N"]),
+            helper.make_tensor_value_info("doubled", onnx.TensorProto.DOUBLE, [None, 3]),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)

@@ -39,6 +39,7 @@ IRIS = load_iris(as_frame=True).data.to_numpy()[::10]  # 15 rows, every class
 DIGITS = load_digits().data[:20].astype(np.float32)
 ROWS = make_classification(n_samples=300, n_features=6, n_informative=4, random_state=0)[0][:12]
 DIABETES = load_diabetes().data[:12]
+TEXT = np.array(["ünïcode".encode(), b"ascii", b""], dtype=np.object_)
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,10 @@ def expected(fitted: dict[str, Any], directory: Path) -> dict[str, tuple[dict[st
             {"predict": scaled.predict(ROWS), "predict_proba": scaled.predict_proba(ROWS)},
         ),
         "digits": ({"X": (DIGITS, "FP32")}, {"label": labels, "probabilities": probabilities}),
+        "strings": (
+            {"text": (TEXT, "BYTES"), "x": (IRIS[:, :3], "FP64")},
+            {"echo": np.array([text.decode() for text in TEXT]), "doubled": IRIS[:, :3] * 2},
+        ),
         "xgb_iris": (
             {"input-0": (IRIS.astype(np.float32), "FP32")},
             {"predict": xgb_iris.predict(IRIS), "predict_proba": xgb_iris.predict_proba(IRIS)},
@@ -125,7 +130,7 @@ def expected(fitted: dict[str, Any], directory: Path) -> dict[str, tuple[dict[st
     }
 
 
-MODELS = ["iris", "pca", "scaled", "digits", "xgb_iris", "xgb_binary", "xgb_diabetes", "lgb_iris", "lazy"]
+MODELS = ["iris", "pca", "scaled", "digits", "strings", "xgb_iris", "xgb_binary", "xgb_diabetes", "lgb_iris", "lazy"]
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -197,6 +202,12 @@ def test_metadata_as_derived_from_the_files(server: tuple[str, str]) -> None:
     assert digits["platform"] == "onnxruntime_onnx"
     assert digits["tensors"] == [("X", "FP32", [-1, 64]), ("label", "INT64", [-1]), ("probabilities", "FP32", [-1, 10])]
     assert digits["properties"]["producer"] == "skl2onnx"
+    assert described("strings")["tensors"] == [
+        ("text", "BYTES", [-1]),
+        ("x", "FP64", [-1, 3]),
+        ("echo", "BYTES", [-1]),
+        ("doubled", "FP64", [-1, 3]),
+    ]
     assert described("xgb_iris") == {
         "platform": "xgboost",
         "tensors": [("input-0", "FP32", [-1, 4]), ("predict", "INT64", [-1]), ("predict_proba", "FP32", [-1, 3])],
@@ -339,6 +350,15 @@ def test_options_the_format_does_not_take_are_refused(files: tuple[Path, dict[st
         Model.from_file(files[0] / "iris.json", device="cuda")
     with pytest.raises(ValueError, match=r"has no output 'scores'; its outputs are 'predict', 'predict_proba'"):
         Model.from_file(files[0] / "iris.json", outputs=[__import__("oip_asgi").TensorSpec("scores", "FP32", [-1])])
+
+
+def test_onnx_session_options_and_providers_reach_the_session(files: tuple[Path, dict[str, Any]]) -> None:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    model = Model.from_file(files[0] / "digits.onnx", session_options=options, providers=["CPUExecutionProvider"])
+    assert model.properties is not None and model.properties["providers"] == "CPUExecutionProvider"
+    session = model.predict.session  # type: ignore[attr-defined]
+    assert session.get_session_options().intra_op_num_threads == 1
 
 
 def test_a_missing_library_names_its_extra(files: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
