@@ -22,6 +22,7 @@ models = {
     "lgb_iris": Model.from_file(directory / "iris.txt"),
     "lazy": Model.from_file(directory / "iris.json", lazy=True),
     "broken": Model.from_file(directory / "corrupt.onnx", lazy=True),
+    "missing": Model.from_file(directory / "missing.onnx", lazy=True),
     "overridden": Model.from_file(
         directory / "iris.skops",
         version="3",

@@ -253,7 +253,7 @@ def test_batching_through_a_file_model(server: tuple[str, str]) -> None:
     assert statistics["execution_count"] < statistics["inference_count"]  # some requests shared a call
 
 
-def test_a_corrupt_file_loaded_in_the_background_is_a_503_that_says_why(server: tuple[str, str]) -> None:
+def test_a_corrupt_or_missing_file_loaded_in_the_background_is_a_503_that_says_why(server: tuple[str, str]) -> None:
     response = httpx.post(
         f"http://{server[0]}/v2/models/broken/infer",
         json={"inputs": [{"name": "X", "datatype": "FP32", "shape": [1], "data": [1.0]}]},
@@ -262,6 +262,12 @@ def test_a_corrupt_file_loaded_in_the_background_is_a_503_that_says_why(server: 
     assert "failed to load: ModelFileError: cannot load ONNX model file" in response.json()["error"]
     assert "corrupt.onnx" in response.json()["error"]
     assert httpx.get(f"http://{server[0]}/v2/models/broken/ready").status_code != 200
+    missing = httpx.post(
+        f"http://{server[0]}/v2/models/missing/infer",
+        json={"inputs": [{"name": "X", "datatype": "FP32", "shape": [1], "data": [1.0]}]},
+    )
+    assert missing.status_code == 503
+    assert "failed to load: FileNotFoundError: no model file at" in missing.json()["error"]
 
 
 # In process: what is refused, and why.

@@ -49,18 +49,22 @@ _PICKLE_STARTS = (
 def from_file(path: str | os.PathLike[str], format: str | None, options: Mapping[str, Any]) -> Model:
     """The `Model` serving the file at `path`, read now or, with ``lazy=True``, when the server starts."""
     file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"no model file at {str(file)!r}")
-    if format is None:
-        format = detect_format(file)
-    elif format not in FORMATS:
+    if format is not None and format not in FORMATS:
         raise ValueError(f"unknown model file format {format!r}; the formats are {', '.join(FORMATS)}")
     own, declared = model_options(options)
-    lazy = own.pop("lazy", False)
-    reader = _reader(format)
-    if lazy:
-        return loaded_lazily(file, format, lambda: reader(file, own, declared), declared)
-    return reader(file, own, declared).model(file, declared)
+    if own.pop("lazy", False):
+        # A file that is missing or unreadable then is the model's readiness reason, not an error here;
+        # only a format neither given nor named by the extension needs the file's first bytes now.
+        known = format or _BY_EXTENSION.get(file.suffix.lower()) or detect_format(file)
+        return loaded_lazily(file, known, lambda: read(file, known, own, declared), declared)
+    return read(file, format, own, declared).model(file, declared)
+
+
+def read(file: Path, format: str | None, own: dict[str, Any], declared: Mapping[str, Any]) -> FileModel:
+    """What the file says, read by its library: `format`'s, or the one the file shows."""
+    if not file.is_file():
+        raise FileNotFoundError(f"no model file at {str(file)!r}")
+    return _reader(format or detect_format(file))(file, own, declared)
 
 
 # A reader takes the file, its own options, and what the caller declares (TorchScript's tensors come from there).
@@ -78,6 +82,8 @@ def detect_format(file: Path) -> str:
     by_extension = _BY_EXTENSION.get(file.suffix.lower())
     if by_extension is not None:
         return by_extension
+    if not file.is_file():
+        raise FileNotFoundError(f"no model file at {str(file)!r}")
     try:
         with file.open("rb") as stream:
             head = stream.read(4096)
