@@ -89,7 +89,7 @@ def test_readme_on_an_index_page_has_no_relative_links(dists: tuple[Path, Path])
     assert re.findall(r"\]\((?!https://|#)[^)]*\)", description) == []
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/integrations.md"])
+@pytest.mark.parametrize("doc", ["README.md", "docs/integrations.md", "docs/models.md"])
 def test_install_lines_name_real_extras_and_the_home_url(dists: tuple[Path, Path], doc: str) -> None:
     metadata = wheel_metadata(dists[1])
     extras = set(metadata.get_all("Provides-Extra") or [])

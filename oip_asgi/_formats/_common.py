@@ -112,7 +112,7 @@ class FileModel:
         predict = self.predict.only([spec.name for spec in outputs], file) if "outputs" in declared else self.predict
         known = {spec.name for spec in outputs}
         labels = {name: names for name, names in self.labels.items() if name in known} or None
-        properties = {**self.properties, **declared.get("properties", {})} or None
+        properties = {**self.properties, **(declared.get("properties") or {})} or None
         settings = {
             "name": file.stem,
             "inputs": self.inputs,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -129,8 +128,8 @@ class _Session(Runner):
         try:
             results = self.session.run(self.outputs, feeds)
         except Exception as exc:
-            # onnxruntime says which dimension or type it refused; the input was the client's.
-            if re.search(r"INVALID_ARGUMENT|Invalid rank|Got invalid dimensions", str(exc)):
+            # onnxruntime's InvalidArgument names the dimension or type it refused: the client's input.
+            if type(exc).__name__ == "InvalidArgument":
                 raise BadRequest(f"model {self.file!r} refused the input: {exc}") from exc
             raise
         return dict(zip(self.outputs, results, strict=True))
