@@ -30,7 +30,7 @@ from sklearn.datasets import load_diabetes, load_digits, load_iris, make_classif
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 
-from oip_asgi import Model
+from oip_asgi import BadRequest, Model, TensorSpec
 
 from ._servers import HOST, child_env, free_port, serving
 from .model_files import export
@@ -355,7 +355,7 @@ def test_options_the_format_does_not_take_are_refused(files: tuple[Path, dict[st
     with pytest.raises(TypeError, match=r"unknown option device for a XGBoost file; it takes .*max_batch_size"):
         Model.from_file(files[0] / "iris.json", device="cuda")
     with pytest.raises(ValueError, match=r"has no output 'scores'; its outputs are 'predict', 'predict_proba'"):
-        Model.from_file(files[0] / "iris.json", outputs=[__import__("oip_asgi").TensorSpec("scores", "FP32", [-1])])
+        Model.from_file(files[0] / "iris.json", outputs=[TensorSpec("scores", "FP32", [-1])])
 
 
 def test_onnx_session_options_and_providers_reach_the_session(files: tuple[Path, dict[str, Any]]) -> None:
@@ -389,3 +389,14 @@ async def test_a_lazy_model_is_not_ready_until_its_file_loads(files: tuple[Path,
     await model.load()
     assert model.ready
     assert model.predict(**{"input-0": IRIS})["predict"].tolist() == files[1]["iris.txt"].predict(IRIS).tolist()
+    with pytest.raises(BadRequest, match="takes inputs input-0; the request has X"):
+        model.predict(X=IRIS)
+    declared = Model.from_file(
+        files[0] / "iris.txt",
+        lazy=True,
+        inputs=[TensorSpec("features", "FP64", [-1, 4])],
+        outputs=[TensorSpec("predict_proba", "FP64", [-1, 3])],
+    )
+    assert [spec.name for spec in declared.inputs or ()] == ["features"]
+    await declared.load()
+    assert list(declared.predict(features=IRIS)) == ["predict_proba"]

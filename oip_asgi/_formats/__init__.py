@@ -105,7 +105,7 @@ def _format_of_content(file: Path, head: bytes) -> str | None:
         return "lightgbm"  # LightGBM's text model
     if head.startswith(b"binf") or (head.startswith(b"{") and b"learner" in head):
         return "xgboost"  # legacy binary, or JSON / UBJSON (both start with an object holding "learner")
-    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") or head.startswith(_PICKLE_STARTS):
+    if (head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")) or head.startswith(_PICKLE_STARTS):
         return "sklearn"  # a pickle, plain or as joblib compresses it
     if head[:1] == b"\x08" and len(head) > 1 and head[1] < 0x20:
         return "onnx"  # a protobuf ModelProto opens with its ir_version (field 1, a small varint)

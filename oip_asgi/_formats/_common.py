@@ -126,10 +126,15 @@ class FileModel:
 
 
 class _LoadedLater:
-    """The model of a file read in the background: refuses input names the file turns out not to take."""
+    """The model of a file read in the background.
 
-    def __init__(self, file: Path) -> None:
+    Where the caller declared no inputs, the core cannot check a request's input names, so this does,
+    against those the file turns out to take.
+    """
+
+    def __init__(self, file: Path, check_names: bool) -> None:
         self.file = file
+        self.check_names = check_names
         self.loaded: FileModel | None = None
         self.runner: Runner | None = None
 
@@ -140,7 +145,7 @@ class _LoadedLater:
         if self.loaded is None or self.runner is None:  # the core calls a model only once it is ready
             raise ModelNotReady(f"model file {str(self.file)!r} has not loaded yet")
         wanted = {spec.name for spec in self.loaded.inputs}
-        if set(inputs) != wanted:
+        if self.check_names and set(inputs) != wanted:
             raise BadRequest(
                 f"model file {self.file.name!r} takes inputs {', '.join(sorted(wanted))}; "
                 f"the request has {', '.join(sorted(inputs)) or 'none'}"
@@ -153,7 +158,7 @@ def loaded_lazily(file: Path, format: str, read: Callable[[], FileModel], declar
 
     Its metadata is what the caller declares (`inputs`, `outputs`, `labels`), since the file is not read yet.
     """
-    runner = _LoadedLater(file)
+    runner = _LoadedLater(file, check_names="inputs" not in declared)
 
     def load() -> None:
         loaded = read()
