@@ -281,6 +281,19 @@ class Doubler(TransformerMixin, BaseEstimator):  # a type skops has never heard 
         return np.asarray(X) * 2
 
 
+def test_clusters_and_outliers_are_integers(tmp_path: Path) -> None:
+    from sklearn.cluster import KMeans
+    from sklearn.ensemble import IsolationForest
+
+    X = load_iris().data
+    for estimator in (KMeans(n_clusters=3, n_init=1, random_state=0), IsolationForest(random_state=0)):
+        path = tmp_path / f"{type(estimator).__name__}.skops"
+        skops.io.dump(estimator.fit(X), path)
+        model = Model.from_file(path, trusted=True)  # skops trusts no tree (sklearn.tree._tree.Tree) by default
+        assert model.outputs is not None and model.outputs[0] == TensorSpec("predict", "INT64", [-1])
+        assert model.predict(**{"input-0": X})["predict"].tolist() == estimator.predict(X).tolist()
+
+
 def test_a_pickle_is_refused_until_trusted(files: tuple[Path, dict[str, Any]]) -> None:
     path = files[0] / "scaled.joblib"
     with pytest.raises(ValueError, match=r"runs whatever code it holds.*trusted=True") as refused:

@@ -74,7 +74,7 @@ def describe(estimator: Any, file: Path) -> FileModel:
     labels: dict[str, list[str]] = {}
     classes = getattr(estimator, "classes_", None) if base.is_classifier(estimator) else None
     if hasattr(estimator, "predict"):
-        outputs.append(spec("predict", *_prediction(estimator, classes)))
+        outputs.append(spec("predict", *_prediction(base, estimator, classes)))
     if hasattr(estimator, "predict_proba") and classes is not None and np.ndim(classes) == 1:
         outputs.append(spec("predict_proba", "FP64", [-1, len(classes)]))
         labels["predict_proba"] = [str(label) for label in classes]
@@ -93,14 +93,23 @@ def describe(estimator: Any, file: Path) -> FileModel:
     )
 
 
-def _prediction(estimator: Any, classes: Any) -> tuple[str, list[int]]:
+def _prediction(base: Any, estimator: Any, classes: Any) -> tuple[str, list[int]]:
     if classes is not None and np.ndim(classes) == 1:
         return datatype_of(np.asarray(classes).dtype) or "BYTES", [-1]
+    if base.is_outlier_detector(estimator) or _is_clusterer(base, estimator):
+        return "INT64", [-1]  # +1 / -1 for inliers and outliers; the cluster of each row
     targets = getattr(estimator, "n_outputs_", None)
     if targets is None:
         coefficients = getattr(estimator, "coef_", None)
         targets = coefficients.shape[0] if coefficients is not None and np.ndim(coefficients) == 2 else 1
     return "FP64", [-1] if targets == 1 else [-1, int(targets)]
+
+
+def _is_clusterer(base: Any, estimator: Any) -> bool:
+    is_clusterer = getattr(base, "is_clusterer", None)  # scikit-learn 1.6 on; before, the attribute said it
+    if is_clusterer is not None:
+        return bool(is_clusterer(estimator))
+    return getattr(estimator, "_estimator_type", None) == "clusterer"
 
 
 def _transformed_width(estimator: Any) -> int:
