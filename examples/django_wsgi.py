@@ -1,6 +1,7 @@
 """``wsgi.py`` of a Django project that serves the example models at /v2 beside its own pages.
 
-Run it with ``waitress-serve examples.django_wsgi:application`` and try ``curl localhost:8080/v2``.
+Run it with ``waitress-serve examples.django_wsgi:application`` and try ``curl localhost:8080/v2``
+(``pip install waitress`` first: the ``django`` extra brings no WSGI server).
 """
 
 from __future__ import annotations

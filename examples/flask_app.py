@@ -1,6 +1,7 @@
 """A Flask app with a page of its own and the example models served at /v2.
 
-Run it with ``waitress-serve examples.flask_app:app`` and try ``curl localhost:8080/v2``.
+Run it with ``waitress-serve examples.flask_app:app`` and try ``curl localhost:8080/v2``
+(``pip install waitress`` first: the ``flask`` extra brings no WSGI server).
 """
 
 from __future__ import annotations

@@ -7,18 +7,22 @@ Run it with ``uvicorn examples.observability:app`` and scrape ``localhost:8000/m
 
 from __future__ import annotations
 
-import logging
-
 import prometheus_client
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
 import oip_asgi
 from examples.models import models
 
-logging.getLogger("oip_asgi.access").setLevel(logging.INFO)
-
 app = FastAPI()
 oip_asgi.mount(app, models, path="/v2", metrics=True, tracing=True, access_log=True)
-app.mount("/metrics", prometheus_client.make_asgi_app())
+
+
+# A route, not app.mount("/metrics", prometheus_client.make_asgi_app()): a mount answers GET /metrics
+# with a 307 to /metrics/, which Prometheus follows but many scrapers and probes do not.
+@app.get("/metrics", include_in_schema=False)
+async def metrics() -> Response:
+    return Response(prometheus_client.generate_latest(), media_type=prometheus_client.CONTENT_TYPE_LATEST)
+
+
 app.add_middleware(OpenTelemetryMiddleware)

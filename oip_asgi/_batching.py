@@ -1,8 +1,9 @@
 """Adaptive batching: concurrent requests to a model share one call, their rows concatenated.
 
-Requests of the same kind (each input's dtype and non-batch dimensions, and the parameters when the
-model takes them) queue in one open batch. It runs when it holds `max_batch_size` rows, or
-`max_batch_delay` seconds after its first request arrived, whichever comes first; the model is
+Requests of the same kind (each input's dtype and non-batch dimensions, and the parameters, the
+request's and each input's, when the model takes them) queue in one open batch. It runs when it
+holds `max_batch_size` rows, or `max_batch_delay` seconds after its first request arrived,
+whichever comes first; the model is
 called once with every input concatenated along axis 0, and each output is split back into each
 request's rows. A request is checked before it gets here, so a bad one never fails a batch; one
 larger than `max_batch_size` runs alone. A client that leaves before its batch runs is dropped from it.
@@ -22,7 +23,8 @@ from ._errors import BadRequest, ModelError
 from ._result import Result
 from ._statistics import CallTimes, ModelStatistics, RequestTimes, now
 
-Invoke = Callable[[Mapping[str, np.ndarray], Mapping[str, Any], CallTimes], Awaitable[Any]]
+InputParameters = Mapping[str, Mapping[str, Any]]
+Invoke = Callable[[Mapping[str, np.ndarray], Mapping[str, Any], InputParameters, CallTimes], Awaitable[Any]]
 
 
 @dataclass(slots=True)
@@ -37,6 +39,7 @@ class _Member:
 class _Batch:
     key: Any
     parameters: Mapping[str, Any]
+    input_parameters: InputParameters
     members: list[_Member] = field(default_factory=list)
     rows: int = 0
     timer: asyncio.TimerHandle | None = None
@@ -65,22 +68,28 @@ class Batcher:
         self._running: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
         self.batches = 0  # model calls made, for the statistics and the tests
 
-    async def submit(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any], times: RequestTimes) -> Any:
+    async def submit(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        parameters: Mapping[str, Any],
+        input_parameters: InputParameters,
+        times: RequestTimes,
+    ) -> Any:
         """This request's share of its batch's result; `times` gets its batch call's times."""
         rows = _rows(self.name, inputs)
         member = _Member(inputs, rows, asyncio.get_running_loop().create_future(), times)
         times.rows, times.batched = rows, True
         if rows == 0 or rows > self.max_batch_size:
             self.batches += 1
-            await self._call([member], parameters)
+            await self._call([member], parameters, input_parameters)
             return await member.future
-        key = self._key(inputs, parameters)
+        key = self._key(inputs, parameters, input_parameters)
         batch = self._open.get(key)
         if batch is not None and batch.rows + rows > self.max_batch_size:
             self._run(batch)  # full for this request: it goes now, and this one opens the next
             batch = None
         if batch is None:
-            batch = self._open[key] = _Batch(key, parameters)
+            batch = self._open[key] = _Batch(key, parameters, input_parameters)
             batch.timer = asyncio.get_running_loop().call_later(self.max_batch_delay, self._run, batch)
         batch.members.append(member)
         batch.rows += rows
@@ -88,11 +97,13 @@ class Batcher:
             self._run(batch)
         return await member.future
 
-    def _key(self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any]) -> Any:
+    def _key(
+        self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any], input_parameters: InputParameters
+    ) -> Any:
         layout = tuple((name, array.dtype.str, array.shape[1:]) for name, array in sorted(inputs.items()))
         if not self._keyed_by_parameters:
             return layout
-        return layout, msgspec.json.encode(parameters, order="sorted")
+        return layout, msgspec.json.encode((parameters, input_parameters), order="sorted")
 
     def _run(self, batch: _Batch) -> None:
         if self._open.get(batch.key) is batch:
@@ -102,11 +113,13 @@ class Batcher:
         members = [member for member in batch.members if not member.future.done()]  # done: the client left
         if members:
             self.batches += 1
-            task = asyncio.get_running_loop().create_task(self._call(members, batch.parameters))
+            task = asyncio.get_running_loop().create_task(self._call(members, batch.parameters, batch.input_parameters))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
-    async def _call(self, members: list[_Member], parameters: Mapping[str, Any]) -> None:
+    async def _call(
+        self, members: list[_Member], parameters: Mapping[str, Any], input_parameters: InputParameters
+    ) -> None:
         call = CallTimes()
         rows = [member.rows for member in members]
         output_ns = None
@@ -117,7 +130,7 @@ class Batcher:
             else:
                 inputs = {name: np.concatenate([m.inputs[name] for m in members]) for name in members[0].inputs}
             concatenated = now()
-            result = await self._invoke(inputs, parameters, call)
+            result = await self._invoke(inputs, parameters, input_parameters, call)
             returned = now()
             shares = _split(self.name, self.single_output, result, rows)
             output_ns = now() - returned

@@ -11,10 +11,11 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from ._datatypes import DATATYPES, element_size
-from ._errors import BadRequest
+from ._errors import BadRequest, quoted
 from ._inference import RequestedOutput
-from ._models import Model, TensorSpec
-from ._tensors import shape_text
+from ._models import TensorSpec
+from ._serving import ServedModel
+from ._tensors import binary_size, shape_text
 
 _MAX_DIMS = 64  # numpy's limit on array dimensions
 _MAX_BYTES = 2**63 - 1
@@ -35,13 +36,15 @@ def check_shape(tensor: TensorHeader) -> None:
     """Refuse shapes no array can take, before any data is decoded or allocated."""
     shape = tensor.shape
     if len(shape) > _MAX_DIMS:
-        raise BadRequest(f"input '{tensor.name}' has {len(shape)} dimensions; at most {_MAX_DIMS} are supported")
+        raise BadRequest(f"input {quoted(tensor.name)} has {len(shape)} dimensions; at most {_MAX_DIMS} are supported")
     if any(dim < 0 for dim in shape):
-        raise BadRequest(f"input '{tensor.name}' has shape {shape_text(shape)}; dimensions cannot be negative")
+        raise BadRequest(negative_dimensions(tensor.name, shape))
     # numpy counts an array's bytes in int64, zero dimensions aside: [0, 2**62] is too large even empty.
     count = math.prod(shape) or math.prod(dim for dim in shape if dim)
     if count * (element_size(tensor.datatype) or 8) > _MAX_BYTES:
-        raise BadRequest(f"input '{tensor.name}': shape {shape_text(shape)} holds more bytes than int64 can count")
+        raise BadRequest(
+            f"input {quoted(tensor.name)}: shape {shape_text(shape)} holds more bytes than int64 can count"
+        )
 
 
 def _unique(names: Iterable[str], repeated: str) -> set[str]:
@@ -49,18 +52,38 @@ def _unique(names: Iterable[str], repeated: str) -> set[str]:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise BadRequest(repeated.format(name))
+            raise BadRequest(repeated.format(quoted(name)))
         seen.add(name)
     return seen
 
 
-def check_inputs(model: Model, inputs: Sequence[TensorHeader]) -> None:
-    seen = _unique((tensor.name for tensor in inputs), "input '{}' appears more than once")
+def negative_dimensions(name: str, shape: Sequence[int]) -> str:
+    return f"input {quoted(name)} has shape {shape_text(shape)}; dimensions cannot be negative"
+
+
+def check_binary_size(name: str, datatype: str, shape: Sequence[int], size: int) -> None:
+    """Refuse binary data (REST's binary_data_size, gRPC's raw_input_contents) that its shape does not take."""
+    expected = binary_size(datatype, shape)
+    if expected is not None and size != expected:
+        raise BadRequest(
+            f"input {quoted(name)} has {size} bytes of binary data, but {datatype} of shape {shape_text(shape)} "
+            f"takes {expected} bytes"
+        )
+
+
+def bad_classification(name: str, got: str) -> str:
+    return f"output {quoted(name)}: parameter classification must be a positive integer, got {got}"
+
+
+def unknown_datatype(name: str, datatype: str) -> str:
+    return f"input {quoted(name)} has datatype {quoted(datatype)}; the datatypes are {', '.join(DATATYPES)}"
+
+
+def check_inputs(model: ServedModel, inputs: Sequence[TensorHeader]) -> None:
+    seen = _unique((tensor.name for tensor in inputs), "input {} appears more than once")
     for tensor in inputs:
         if tensor.datatype not in DATATYPES:
-            raise BadRequest(
-                f"input '{tensor.name}' has datatype {tensor.datatype!r}; the datatypes are {', '.join(DATATYPES)}"
-            )
+            raise BadRequest(unknown_datatype(tensor.name, tensor.datatype))
         check_shape(tensor)
     if model.inputs is None:
         return
@@ -68,7 +91,7 @@ def check_inputs(model: Model, inputs: Sequence[TensorHeader]) -> None:
         spec = model.input_spec(tensor.name)
         if spec is None:
             takes = ", ".join(spec.name for spec in model.inputs) or "no inputs"
-            raise BadRequest(f"unexpected input '{tensor.name}'; model '{model.name}' takes {takes}")
+            raise BadRequest(f"unexpected input {quoted(tensor.name)}; model '{model.name}' takes {takes}")
         check_against(spec, tensor.datatype, tensor.shape, model.name)
     for spec in model.inputs:
         if spec.name not in seen and not spec.optional:
@@ -84,17 +107,19 @@ def check_against(spec: TensorSpec, datatype: str, shape: Sequence[int], model: 
         )
 
 
-def check_outputs(model: Model, requested: Sequence[RequestedOutput]) -> None:
-    _unique((output.name for output in requested), "output '{}' is requested more than once")
+def check_outputs(model: ServedModel, requested: Sequence[RequestedOutput]) -> None:
+    _unique((output.name for output in requested), "output {} is requested more than once")
     if model.outputs is None:
         return
     for output in requested:
         spec = model.output_spec(output.name)
         if spec is None:
             names = ", ".join(spec.name for spec in model.outputs)
-            raise BadRequest(f"unknown output '{output.name}'; model '{model.name}' produces {names or 'no outputs'}")
+            raise BadRequest(
+                f"unknown output {quoted(output.name)}; model '{model.name}' produces {names or 'no outputs'}"
+            )
         if output.classification is not None and spec.datatype in ("BOOL", "BYTES"):
-            raise BadRequest(f"output '{output.name}' is {spec.datatype}; classification needs a numeric output")
+            raise BadRequest(f"output {quoted(output.name)} is {spec.datatype}; classification needs a numeric output")
 
 
 def raw_input_shape(spec: TensorSpec, size: int) -> list[int]:

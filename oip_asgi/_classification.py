@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._errors import BadRequest
+from ._errors import BadRequest, quoted
 from ._numbers import number_texts
 
 
@@ -40,9 +40,9 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
 def classify(name: str, scores: np.ndarray, datatype: str, k: int, labels: Sequence[str] | None) -> np.ndarray:
     """The BYTES tensor replacing `scores`: its last axis becomes the top `k` classes (`labels` name them all)."""
     if datatype in ("BOOL", "BYTES"):
-        raise BadRequest(f"output '{name}' is {datatype}; classification needs a numeric output")
+        raise BadRequest(f"output {quoted(name)} is {datatype}; classification needs a numeric output")
     if scores.ndim == 0 or scores.shape[-1] == 0:
-        raise BadRequest(f"output '{name}' has shape {list(scores.shape)}, which has no classes to rank")
+        raise BadRequest(f"output {quoted(name)} has shape {list(scores.shape)}, which has no classes to rank")
     indices = top_k_indices(scores, k)
     values = np.take_along_axis(scores, indices, axis=-1)
     texts = number_texts(values)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import BadRequest
+from ._extras import install_line
 
 # Wire dtypes: explicit little-endian so a big-endian host still reads and writes the protocol's bytes.
 _NUMPY: dict[str, np.dtype] = {
@@ -53,7 +54,7 @@ def numpy_dtype(datatype: str) -> np.dtype:
         return dtype
     bf16 = bfloat16()  # BF16, the one datatype numpy lacks (datatypes are checked before they get here)
     if bf16 is None:
-        raise BadRequest("BF16 tensors need the ml_dtypes package on the server (pip install 'oip-asgi[bf16]')")
+        raise BadRequest(f"BF16 tensors need the ml_dtypes package on the server: {install_line('bf16')}")
     return bf16
 
 

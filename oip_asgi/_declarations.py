@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 
 from ._datatypes import DATATYPES, bfloat16, datatype_of
+from ._extras import install_line
 
 
 def checked_datatype(value: Any, where: str) -> str:
     """`value` when it is a protocol datatype; a ValueError that suggests the one meant otherwise."""
     if isinstance(value, str) and value in DATATYPES:
         if value == "BF16" and bfloat16() is None:
-            raise ValueError(f"{where}: BF16 needs the ml_dtypes package on the server: pip install 'oip-asgi[bf16]'")
+            raise ValueError(f"{where}: BF16 needs the ml_dtypes package on the server: {install_line('bf16')}")
         return value
     meant = _datatype_meant(value)
     hint = f"; write {meant!r}" if meant else ""
@@ -69,6 +70,24 @@ def checked_specs(value: Any, kind: str, spec_type: type) -> tuple[Any, ...] | N
     return specs
 
 
+# Arguments a callable may declare besides its inputs: the request's parameters, and each input's.
+REQUEST_ARGUMENTS = ("parameters", "input_parameters")
+
+
+def takes_argument(function: Callable[..., Any], name: str) -> bool:
+    """Whether `function` takes `name` by keyword (a ``**kwargs`` does not count: it would get every input)."""
+    try:
+        parameter = inspect.signature(function).parameters.get(name)
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+
+
+def is_async(function: Callable[..., Any]) -> bool:
+    # Instances with an `async def __call__` count too.
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
+
+
 def check_signature(predict: Callable[..., Any], inputs: Sequence[Any] | None) -> None:
     """The callable must accept each declared input by name, and ask for nothing else."""
     if inputs is None:
@@ -95,7 +114,7 @@ def check_signature(predict: Callable[..., Any], inputs: Sequence[Any] | None) -
             )
     for name, parameter in parameters.items():
         required = parameter.default is parameter.empty and parameter.kind is not parameter.VAR_POSITIONAL
-        if required and name not in declared and name != "parameters":
+        if required and name not in declared and name not in REQUEST_ARGUMENTS:
             raise TypeError(
                 f"model {_name(predict)} requires argument {name!r}, which is not a declared input "
                 f"({', '.join(declared) or 'none'}); declare it, give it a default, or rename it"

@@ -1,8 +1,8 @@
 """One inference, whatever the wire: the decoded request, and the model's result made into checked outputs.
 
-A front end (REST today) decodes its request into a `DecodedRequest`, calls the model with it, and
-hands the result to `model_outputs`, which casts every output to its declared datatype, checks its
-shape, applies classification, and fails with the same messages on every wire.
+A wire decodes its request into a `DecodedRequest`; the core calls the model with it and hands the
+result to `model_outputs`, which casts every output to its declared datatype, checks its shape,
+applies classification, and fails with the same messages on every wire.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 
 from ._classification import classify
 from ._errors import BadRequest, ModelError
-from ._models import Model
 from ._result import Result
+from ._serving import ServedModel
 from ._tensors import output_array, shape_text
 
 DEFAULT_OUTPUT = "OUTPUT0"  # the name a single unnamed result gets when a model declares no outputs
@@ -38,6 +38,7 @@ class DecodedRequest:
     parameters: dict[str, Any] = field(default_factory=dict)
     outputs: list[RequestedOutput] | None = None  # None: every output
     binary_outputs: bool = False  # REST: outputs the request does not list come back binary
+    input_parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # each input's, where it has any
 
 
 @dataclass(slots=True)
@@ -54,7 +55,7 @@ _RESERVED_OUTPUT_PARAMETERS = frozenset({"binary_data_size", "binary_data", "cla
 
 
 def model_outputs(
-    model: Model, request: DecodedRequest, result: Any
+    model: ServedModel, request: DecodedRequest, result: Any
 ) -> tuple[list[OutputTensor], dict[str, Any] | None]:
     """The outputs to send, in order, and the response's parameters, from what the model returned."""
     parameters = output_parameters = None
@@ -104,12 +105,19 @@ def model_outputs(
     return outputs, parameters
 
 
-def _produced_outputs(model: Model, result: Any) -> Mapping[Any, Any]:
+def _produced_outputs(model: ServedModel, result: Any) -> Mapping[Any, Any]:
     if isinstance(result, Mapping):
         return result
     if result is None:
         raise ModelError(f"model '{model.name}' returned nothing (None); return its outputs")
     if model.outputs is None:
+        if isinstance(result, (list, tuple)) and any(isinstance(item, np.ndarray) for item in result):
+            # onnxruntime's session.run returns such a list: the outputs' names are lost, and numpy
+            # would stack (or fail to stack) the arrays into one.
+            raise ModelError(
+                f"model '{model.name}' returned a {type(result).__name__} of {len(result)} arrays; "
+                "return a mapping of output name to array (or declare its outputs)"
+            )
         return {DEFAULT_OUTPUT: result}
     if len(model.outputs) == 1:
         return {model.outputs[0].name: result}
@@ -119,18 +127,11 @@ def _produced_outputs(model: Model, result: Any) -> Mapping[Any, Any]:
     )
 
 
-def _output_array(model: Model, output: str, value: Any) -> tuple[np.ndarray, str]:
+def _output_array(model: ServedModel, output: str, value: Any) -> tuple[np.ndarray, str]:
     spec = model.output_spec(output)
     if value is None:
         raise ModelError(f"model '{model.name}' returned nothing (None) for output '{output}'")
-    try:
-        array, datatype = output_array(output, value, spec.datatype if spec else None)
-    except (TypeError, ValueError) as exc:
-        raise ModelError(f"model '{model.name}': {exc}") from None
-    except Exception as exc:  # an array-like that fails to convert, e.g. a torch tensor that requires grad
-        raise ModelError(
-            f"model '{model.name}': output '{output}' is not an array: {type(exc).__name__}: {exc}"
-        ) from exc
+    array, datatype = output_array(model.name, output, value, spec.datatype if spec else None)
     if spec is not None and not spec.accepts_shape(array.shape):
         raise ModelError(
             f"model '{model.name}' returned output '{output}' with shape {shape_text(array.shape)}, "
@@ -139,7 +140,7 @@ def _output_array(model: Model, output: str, value: Any) -> tuple[np.ndarray, st
     return array, datatype
 
 
-def _parameters(model: Model, value: Any, what: str) -> dict[str, Any] | None:
+def _parameters(model: ServedModel, value: Any, what: str) -> dict[str, Any] | None:
     """Parameters as the protocol has them: names to a string, a number or a boolean."""
     if value is None:
         return None
@@ -154,7 +155,7 @@ def _parameters(model: Model, value: Any, what: str) -> dict[str, Any] | None:
     return dict(value)
 
 
-def _output_parameters(model: Model, output: str, value: Any) -> dict[str, Any] | None:
+def _output_parameters(model: ServedModel, output: str, value: Any) -> dict[str, Any] | None:
     parameters = _parameters(model, value, f"parameters for output '{output}'")
     reserved = sorted(_RESERVED_OUTPUT_PARAMETERS.intersection(parameters or ()))
     if reserved:

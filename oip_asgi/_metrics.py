@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import REGISTRY, CollectorRegistry, Metric
 
-from ._models import Model
+from ._serving import ServedModel
 from ._statistics import ModelStatistics
 
 # name, help, value of a model's statistics (durations in microseconds, as Triton's metrics are).
@@ -30,7 +30,8 @@ _METRICS: list[tuple[str, str, Callable[[ModelStatistics], float]]] = [
     (
         "nv_inference_request_duration_us",
         "Cumulative inference request duration in microseconds (includes cached requests)",
-        lambda stats: (stats.success.ns + stats.fail.ns) / 1000,
+        # Successful requests only, as Triton counts it: dashboards divide it by nv_inference_request_success.
+        lambda stats: stats.success.ns / 1000,
     ),
     ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds",
      lambda stats: stats.queue.ns / 1000),
@@ -46,7 +47,7 @@ _METRICS: list[tuple[str, str, Callable[[ModelStatistics], float]]] = [
 class TritonCollector:
     """The Triton-named metrics of `models`, as a prometheus_client collector."""
 
-    def __init__(self, models: Callable[[], Iterable[Model]]) -> None:
+    def __init__(self, models: Callable[[], Iterable[ServedModel]]) -> None:
         self._models = models
 
     def collect(self) -> Iterator[Metric]:
@@ -66,7 +67,7 @@ class TritonCollector:
         yield failure
 
 
-def register(models: Callable[[], Iterable[Model]], registry: bool | CollectorRegistry) -> TritonCollector:
+def register(models: Callable[[], Iterable[ServedModel]], registry: bool | CollectorRegistry) -> TritonCollector:
     """Register the collector in `registry` (prometheus_client's default one when it is True)."""
     if registry is True:
         registry = REGISTRY

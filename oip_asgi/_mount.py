@@ -10,7 +10,7 @@ from starlette.types import Scope
 
 from ._app import AppOptions, OIPApp, as_oip_app
 from ._models import ModelsArgument
-from ._paths import route_path
+from ._paths import mounted_paths
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -28,14 +28,14 @@ class OIPMount(Mount):
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] not in ("http", "websocket"):
             return Match.NONE, {}
-        path = route_path(scope)
-        if path != self.path and not path.startswith(self.path + "/"):
+        paths = mounted_paths(scope, self.path)
+        if paths is None:
             return Match.NONE, {}
-        root_path = scope.get("root_path", "")
         return Match.FULL, {
             "path_params": dict(scope.get("path_params", {})),
-            "app_root_path": scope.get("app_root_path", root_path),
-            "root_path": root_path + self.path,
+            "app_root_path": scope.get("app_root_path", scope.get("root_path", "")),
+            "root_path": paths[0],
+            "path": paths[1],
             "endpoint": self.app,
         }
 

@@ -10,8 +10,10 @@ from typing import Any
 
 import msgspec
 
-from ._models import ModelRepository
-from ._schemas import NESTED_REQUEST, InferenceResponse, ModelMetadata, ServerMetadata, encoder
+from ._core import ServerCore
+from ._metadata import ModelMetadata, ServerMetadata
+from ._repository import Repository
+from ._schemas import NESTED_REQUEST, InferenceResponse, encoder
 
 REF = "#/components/schemas/{name}"
 
@@ -41,7 +43,7 @@ HEADER_LENGTH = {
     "schema": {"type": "integer", "minimum": 0},
 }
 ERRORS = {
-    400: "Invalid request, naming the problem",
+    400: "Invalid request (or version), naming the problem",
     404: "Unknown model or version",
     413: "Request body over the size limit",
     415: "Unsupported Content-Encoding",
@@ -56,9 +58,12 @@ def _json(name: str, description: str) -> dict[str, Any]:
 
 def _get(operation_id: str, name: str, description: str, *errors: int, not_ready: bool = False) -> dict[str, Any]:
     responses = {"200": _json(name, description)}
-    if not_ready:  # health probes answer "no" with a 400 and the same body
-        responses["400"] = _json(name, "Not ready")
     responses.update({str(status): _json("Error", ERRORS[status]) for status in errors})
+    if not_ready:  # health probes answer "no" with a 400 and the same body (or an error, for a bad version)
+        schema: dict[str, Any] = {"$ref": REF.format(name=name)}
+        if 400 in errors:
+            schema = {"anyOf": [schema, {"$ref": REF.format(name="Error")}]}
+        responses["400"] = {"description": "Not ready", "content": {"application/json": {"schema": schema}}}
     return {"get": {"operationId": operation_id, "responses": responses}}
 
 
@@ -89,7 +94,7 @@ def _parameter(name: str, values: list[str]) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": schema}
 
 
-def build_document(server: ServerMetadata, repository: ModelRepository) -> dict[str, Any]:
+def build_document(server: ServerMetadata, repository: Repository) -> dict[str, Any]:
     """The document without `servers`, which depends on the request."""
     _, components = msgspec.json.schema_components(
         [NESTED_REQUEST, InferenceResponse, ModelMetadata, ServerMetadata, Error, Live, Ready, ModelReady],
@@ -103,21 +108,22 @@ def build_document(server: ServerMetadata, repository: ModelRepository) -> dict[
         "/health/ready": _get("server_ready", "Ready", "Every model is ready", not_ready=True),
         "/openapi.json": {"get": {"operationId": "openapi", "responses": {"200": {"description": "This document"}}}},
     }
-    for prefix, suffix, parameters in (
-        ("/models/{model_name}", "", [_parameter("model_name", names)]),
+    for prefix, suffix, parameters, errors in (
+        ("/models/{model_name}", "", [_parameter("model_name", names)], (404,)),
         (
             "/models/{model_name}/versions/{model_version}",
             "_version",
             [_parameter("model_name", names), _parameter("model_version", versions)],
+            (400, 404),  # 400: a version that is not an integer, of a model whose versions all are
         ),
     ):
         paths[prefix] = {
             "parameters": parameters,
-            **_get(f"model{suffix}_metadata", "ModelMetadata", "Model metadata", 404),
+            **_get(f"model{suffix}_metadata", "ModelMetadata", "Model metadata", *errors),
         }
         paths[f"{prefix}/ready"] = {
             "parameters": parameters,
-            **_get(f"model{suffix}_ready", "ModelReady", "The model is ready", 404, not_ready=True),
+            **_get(f"model{suffix}_ready", "ModelReady", "The model is ready", *errors, not_ready=True),
         }
         paths[f"{prefix}/infer"] = {"parameters": parameters, **_infer(f"model{suffix}_infer")}
     return {
@@ -134,15 +140,18 @@ def build_document(server: ServerMetadata, repository: ModelRepository) -> dict[
 
 
 class OpenAPI:
-    """Serves the document of one app: built on first use, then only `servers` is written per request."""
+    """Serves the document of one app: built on first use and when its models change, then only
+    `servers` is written per request."""
 
-    def __init__(self, server: ServerMetadata, repository: ModelRepository) -> None:
-        self._server = server
-        self._repository = repository
-        self._rest: bytes | None = None
+    def __init__(self, core: ServerCore) -> None:
+        self._core = core
+        self._rest = b""
+        self._generation = -1  # of the repository the document was built from
 
     def render(self, root_path: str) -> bytes:
-        if self._rest is None:
-            self._rest = encoder.encode(build_document(self._server, self._repository))
+        repository = self._core.repository
+        if self._generation != repository.generation:
+            self._rest = encoder.encode(build_document(self._core.server_metadata, repository))
+            self._generation = repository.generation
         servers = encoder.encode([{"url": root_path or "/"}])
         return b'{"servers":' + servers + b"," + self._rest[1:]

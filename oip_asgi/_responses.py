@@ -8,36 +8,22 @@ the server's flow control then keeps the amount buffered in memory small.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from starlette.types import Send
 
 from ._errors import OIPError
 from ._inference import DecodedRequest, OutputTensor
-from ._models import Model
+from ._json_tensors import json_data
 from ._schemas import InferenceResponse, ResponseOutput, encoder
-from ._tensors import binary_chunks, json_data
+from ._serving import ServedModel
+from ._tensors import binary_chunks
 
 JSON = (b"content-type", b"application/json")
 OCTET_STREAM = (b"content-type", b"application/octet-stream")
 SLICE = 1 << 20
 _COMPRESSORS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-
-
-async def send_body(send: Send, status: int, body: bytes, headers: Iterable[tuple[bytes, bytes]] = (JSON,)) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [*headers, (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-async def send_json(send: Send, status: int, content: Any) -> None:
-    await send_body(send, status, encoder.encode(content))
 
 
 def render_error(error: OIPError) -> tuple[list[tuple[str, str]], bytes]:
@@ -46,15 +32,46 @@ def render_error(error: OIPError) -> tuple[list[tuple[str, str]], bytes]:
     return [("content-type", "application/json"), *error.headers.items(), ("content-length", str(len(body)))], body
 
 
+async def send_response(
+    send: Send,
+    status: int,
+    headers: list[tuple[bytes, bytes]],
+    parts: Sequence[bytes | memoryview],
+    *,
+    encoding: str | None = None,
+) -> int:
+    """Send a response whose body is `parts`, in slices of at most `SLICE` bytes (compressed with
+    `encoding`, gzip or deflate, when given); the body's bytes. Every response goes out here."""
+    if encoding is not None:
+        return await _send_compressed(send, status, headers, parts, encoding)
+    size = sum(map(len, parts))
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, _length(size)]})
+    if len(parts) == 1 and size <= SLICE:  # the common case: one message, the body as it is
+        await send({"type": "http.response.body", "body": bytes(parts[0])})
+        return size
+    slices = [piece for part in parts for piece in iter_slices(part, SLICE)] or [b""]
+    last = len(slices) - 1
+    for index, piece in enumerate(slices):
+        await send({"type": "http.response.body", "body": bytes(piece), "more_body": index < last})
+    return size
+
+
+async def send_json(send: Send, status: int, content: Any) -> None:
+    await send_response(send, status, [JSON], [encoder.encode(content)])
+
+
 async def send_error(send: Send, error: OIPError) -> None:
     headers, body = render_error(error)
-    raw = [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in headers]
-    await send({"type": "http.response.start", "status": error.status_code, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
+    raw = [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in headers[:-1]]
+    await send_response(send, error.status_code, raw, [body])
+
+
+def _length(size: int) -> tuple[bytes, bytes]:
+    return (b"content-length", str(size).encode())
 
 
 def inference_response(
-    model: Model, request: DecodedRequest, outputs: list[OutputTensor], parameters: dict[str, Any] | None
+    model: ServedModel, request: DecodedRequest, outputs: list[OutputTensor], parameters: dict[str, Any] | None
 ) -> tuple[bytes, list[bytes | memoryview]]:
     """The JSON header and the binary parts of an inference response.
 
@@ -104,38 +121,20 @@ def choose_encoding(accept_encoding: str | None) -> str | None:
     return None
 
 
-async def send_inference(send: Send, header: bytes, binary: list[bytes | memoryview], encoding: str | None) -> None:
-    headers = [OCTET_STREAM if binary else JSON]
-    if binary:
-        headers.append((b"inference-header-content-length", str(len(header)).encode()))
-    if encoding is not None:
-        await _send_compressed(send, headers, header, binary, encoding)
-        return
-    size = len(header) + sum(map(len, binary))
-    headers.append((b"content-length", str(size).encode()))
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": header, "more_body": bool(binary)})
-    for index, part in enumerate(binary):
-        last_part = index == len(binary) - 1
-        slices = list(iter_slices(part, SLICE)) or [b""]
-        for position, piece in enumerate(slices):
-            more = not (last_part and position == len(slices) - 1)
-            await send({"type": "http.response.body", "body": bytes(piece), "more_body": more})
-
-
 async def _send_compressed(
-    send: Send, headers: list[tuple[bytes, bytes]], header: bytes, binary: list[bytes | memoryview], encoding: str
-) -> None:
+    send: Send, status: int, headers: list[tuple[bytes, bytes]], parts: Sequence[bytes | memoryview], encoding: str
+) -> int:
     # Level 1: most of gzip's gain on tensors for a fraction of its CPU.
     compressor = zlib.compressobj(1, zlib.DEFLATED, _COMPRESSORS[encoding])
     headers = [*headers, (b"content-encoding", encoding.encode()), (b"vary", b"accept-encoding")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    for part in (header, *binary):
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    for part in parts:
         for piece in iter_slices(part, SLICE):
             compressed = compressor.compress(piece)
             if compressed:
                 await send({"type": "http.response.body", "body": compressed, "more_body": True})
     await send({"type": "http.response.body", "body": compressor.flush()})
+    return sum(map(len, parts))
 
 
 def iter_slices(view: bytes | memoryview, size: int) -> Iterator[bytes | memoryview]:

@@ -9,17 +9,18 @@ from __future__ import annotations
 import numpy as np
 
 from ._body import BodyReader
-from ._checks import check_against, check_inputs, check_outputs, raw_input_shape
-from ._errors import BadRequest, PayloadTooLarge
+from ._checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
+from ._errors import BadRequest, PayloadTooLarge, quoted
 from ._inference import DecodedRequest, RequestedOutput
-from ._json_request import decode_request
-from ._models import Model
+from ._json_request import decode_request, input_parameters
+from ._json_tensors import array_from_json
 from ._schemas import InferenceRequest, RequestInput
-from ._tensors import array_from_binary, array_from_json, binary_size, shape_text
+from ._serving import ServedModel
+from ._tensors import array_from_binary
 
 
 async def read_request(
-    reader: BodyReader, header_length: int | None, model: Model, *, max_header_size: int
+    reader: BodyReader, header_length: int | None, model: ServedModel, *, max_header_size: int
 ) -> DecodedRequest:
     """The request in the body; `header_length` is Inference-Header-Content-Length (None without it)."""
     if header_length == 0:
@@ -30,10 +31,10 @@ async def read_request(
                 f"JSON request body of {reader.content_length} bytes exceeds the {max_header_size}-byte limit "
                 "for JSON; send large tensors as binary data"
             )
-        body = await reader.read_rest()
+        header = await reader.read_rest()
         if reader.received > max_header_size:
             raise PayloadTooLarge(f"JSON request body exceeds the {max_header_size}-byte limit for JSON")
-        request = decode_request(body, None)
+        request = decode_request(header, None)
         declared = reader.received
     else:
         if header_length > max_header_size:
@@ -45,11 +46,14 @@ async def read_request(
                 f"Inference-Header-Content-Length {header_length} exceeds "
                 f"the body's Content-Length {reader.content_length}"
             )
-        request = decode_request(await reader.read(header_length, "the JSON inference header"), header_length)
+        header = await reader.read(header_length, "the JSON inference header")
+        request = decode_request(header, header_length)
         declared = header_length
 
     check_inputs(model, request.inputs)
     decoded = DecodedRequest({}, request.id, request.parameters or {}, _requested(request), _binary_outputs(request))
+    if model.model.takes_input_parameters:
+        decoded.input_parameters = input_parameters(header)
     if decoded.outputs is not None:
         check_outputs(model, decoded.outputs)
 
@@ -58,21 +62,16 @@ async def read_request(
         size = tensor.binary_data_size
         if size is None:
             if tensor.data is None:
-                raise BadRequest(f"input '{tensor.name}' has neither data nor binary_data_size")
+                raise BadRequest(f"input {quoted(tensor.name)} has neither data nor binary_data_size")
             continue
         if tensor.data is not None:
-            raise BadRequest(f"input '{tensor.name}' has both data and binary_data_size")
+            raise BadRequest(f"input {quoted(tensor.name)} has both data and binary_data_size")
         if header_length is None:
             raise BadRequest(
-                f"input '{tensor.name}' declares binary_data_size, "
+                f"input {quoted(tensor.name)} declares binary_data_size, "
                 "but the request has no Inference-Header-Content-Length header"
             )
-        expected = binary_size(tensor.datatype, tensor.shape)
-        if expected is not None and size != expected:
-            raise BadRequest(
-                f"input '{tensor.name}': binary_data_size is {size}, but {tensor.datatype} of shape "
-                f"{shape_text(tensor.shape)} takes {expected} bytes"
-            )
+        check_binary_size(tensor.name, tensor.datatype, tensor.shape, size)
         sizes.append((tensor, size))
         declared += size
     if header_length is not None:
@@ -87,7 +86,7 @@ async def read_request(
     # Binary tensors follow the header in input order; each is copied once, into its own array.
     for tensor, size in sizes:
         buffer = np.empty(size, dtype=np.uint8)
-        await reader.readinto(buffer.data, f"input '{tensor.name}'")
+        await reader.readinto(buffer.data, f"input {quoted(tensor.name)}")
         decoded.inputs[tensor.name] = array_from_binary(tensor.name, tensor.datatype, tensor.shape, buffer)
     await reader.expect_end(declared)
     for tensor in request.inputs:
@@ -116,7 +115,7 @@ def _binary_outputs(request: InferenceRequest) -> bool:
     return value
 
 
-async def _read_raw_binary(reader: BodyReader, model: Model) -> DecodedRequest:
+async def _read_raw_binary(reader: BodyReader, model: ServedModel) -> DecodedRequest:
     """Inference-Header-Content-Length: 0: the whole body is the single input's tensor bytes."""
     if model.inputs is None or len(model.inputs) != 1:
         count = "no declared inputs" if model.inputs is None else f"{len(model.inputs)} inputs"

@@ -121,27 +121,6 @@ FLAT_REQUEST = _request_type(FLAT_INPUT)
 NESTED_REQUEST = _request_type(NESTED_INPUT)
 
 
-class TensorMetadata(msgspec.Struct, gc=False):
-    name: str
-    datatype: str
-    shape: list[int]
-
-
-class ServerMetadata(msgspec.Struct, gc=False):
-    name: str
-    version: str
-    extensions: list[str]
-
-
-class ModelMetadata(msgspec.Struct, gc=False, omit_defaults=True):
-    name: str
-    versions: list[str]
-    platform: str
-    inputs: list[TensorMetadata]
-    outputs: list[TensorMetadata]
-    properties: dict[str, str] | None = None
-
-
 class ResponseOutput(msgspec.Struct, gc=False, omit_defaults=True, kw_only=True):
     name: str
     datatype: str

@@ -41,7 +41,7 @@ def grpc_server(app: OIPApp, **options: Any) -> Iterator[str]:
             started.set()
             raise
         finally:
-            app.pool.shutdown()
+            app.core.pool.shutdown()
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_until_complete, args=(main(),), name="grpc-test-server", daemon=True)

@@ -74,3 +74,9 @@ gated = {
 
 # For other process managers (gunicorn): the same models as an ASGI app, the protocol at its root.
 app = oip_app(models)
+
+# An app that logs a line per inference: where do the lines go under `oip-asgi serve`?
+logged = oip_app(
+    {"echo": Model(lambda X: X, inputs=[TensorSpec("X", "INT64", [-1])], outputs=[TensorSpec("Y", "INT64", [-1])])},
+    access_log=True,
+)

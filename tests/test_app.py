@@ -6,8 +6,10 @@ import asyncio
 import re
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 import httpx
 import numpy as np
 import pytest
@@ -89,10 +91,20 @@ async def test_both_scope_path_conventions(root_in_path: bool) -> None:
 async def test_unknown_paths_models_versions_and_methods() -> None:
     app = host_with({"m": [Model(lambda **i: i, version="1"), Model(lambda **i: i, version="2")]})
     async with client(app) as http:
+        # Triton's words first (its client examples read them), then ours.
         response = await http.get("/v2/models/nope")
-        assert response.status_code == 404 and "unknown model 'nope'" in response.json()["error"]
+        assert response.status_code == 404
+        assert response.json()["error"] == "Request for unknown model: 'nope' is not found; the models are m"
         response = await http.get("/v2/models/m/versions/3")
-        assert response.status_code == 404 and "versions: 1, 2" in response.json()["error"]
+        assert response.status_code == 404
+        assert (
+            response.json()["error"] == "Request for unknown model: 'm' version '3' is not found; its versions are 1, 2"
+        )
+        response = await http.get("/v2/models/m/versions/latest")
+        assert response.status_code == 400
+        assert response.json()["error"] == (
+            "failed to get model version from specified version string 'latest'; model 'm' has versions 1, 2"
+        )
         response = await http.get("/v2/nowhere")
         assert response.status_code == 404 and response.headers["content-type"] == "application/json"
         response = await http.get("/v2/models/m/infer")
@@ -257,6 +269,13 @@ async def test_a_failed_load_is_reported_not_hidden() -> None:
     assert broken.loads == 1
 
 
+async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
+    """Poll `condition` on the event loop until it holds; fail after `timeout` seconds."""
+    with anyio.fail_after(timeout):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
 class Gated:
     """A model whose load waits for the test to open the gate."""
 
@@ -282,8 +301,8 @@ async def test_readiness_answers_at_once_and_is_false_until_models_have_loaded()
         assert (await http.get("/v2/models/plain/ready")).status_code == 200
         assert (await http.get("/v2/health/live")).status_code == 200
         inference = asyncio.ensure_future(http.post("/v2/models/m/infer", json=infer_body([7])))
-        await asyncio.sleep(0.01)
-        assert not inference.done()  # a request waits for the load rather than failing
+        finished, _ = await asyncio.wait({inference}, timeout=0.1)
+        assert not finished  # a request waits for the load rather than failing
         model.gate.set()
         assert (await inference).status_code == 200
         assert (await http.get("/v2/health/ready")).status_code == 200
@@ -302,27 +321,27 @@ async def test_lifespan_starts_loading_and_completes_startup_without_waiting_for
     lifespan = asyncio.ensure_future(app({"type": "lifespan", "asgi": {"version": "3.0"}}, messages.get, send))
     await messages.put({"type": "lifespan.startup"})
     assert await sent.get() == "lifespan.startup.complete"
-    await asyncio.sleep(0.01)
-    assert not app.ready and model.loads == 1  # loading, behind readiness
+    await until(lambda: model.loads == 1)
+    assert not app.ready  # loading, behind readiness
     model.gate.set()
-    await asyncio.sleep(0.01)
-    assert app.ready
+    await until(lambda: app.ready)
     await messages.put({"type": "lifespan.shutdown"})
     assert await sent.get() == "lifespan.shutdown.complete"
     await lifespan
 
 
 async def test_concurrency_limit_answers_503_instead_of_queueing() -> None:
-    release = asyncio.Event()
+    entered, release = asyncio.Event(), asyncio.Event()
 
     async def held(x: np.ndarray) -> np.ndarray:
+        entered.set()
         await release.wait()
         return x
 
     app = host_with({"m": Model(held, inputs=INT_IN, outputs=INT_OUT, max_concurrency=1)})
     async with client(app) as http:
         first = asyncio.ensure_future(http.post("/v2/models/m/infer", json=infer_body([1])))
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(entered.wait(), 10)
         second = await http.post("/v2/models/m/infer", json=infer_body([1]))
         assert second.status_code == 503 and "busy" in second.json()["error"]
         release.set()
@@ -456,7 +475,8 @@ async def test_not_found_names_the_full_path_and_the_models_there_are() -> None:
     async with client(host_with(models)) as http:
         missing = (await http.get("/v2/models/m99")).json()["error"]
         nowhere = (await http.get("/v2/nowhere")).json()["error"]
-    assert missing == "unknown model 'm99'; the models are m00, m01, m02, m03, m04, m05, m06, m07, m08, m09 and 2 more"
+    listed = "m00, m01, m02, m03, m04, m05, m06, m07, m08, m09 and 2 more"
+    assert missing == f"Request for unknown model: 'm99' is not found; the models are {listed}"
     assert nowhere.startswith("no such path '/v2/nowhere'")
 
 

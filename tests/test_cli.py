@@ -7,6 +7,7 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,7 +34,7 @@ pytest.importorskip("uvicorn")
 
 
 def command(*arguments: str) -> list[str]:
-    return ["-m", "oip_asgi", "serve", *arguments, "--host", HOST, "--log-level", "warning"]
+    return ["-m", "oip_asgi", "serve", "--host", HOST, "--log-level", "warning", *arguments]  # a test's own win
 
 
 @contextlib.contextmanager
@@ -102,6 +103,7 @@ def test_the_console_script_runs_the_command() -> None:
     assert script.value == "oip_asgi._cli:main"
 
 
+@pytest.mark.slow
 def test_help_documents_every_option() -> None:
     help_text = run("serve", "--help").stdout
     (subcommands,) = [action for action in parser()._actions if isinstance(action, argparse._SubParsersAction)]
@@ -112,6 +114,7 @@ def test_help_documents_every_option() -> None:
     assert "MODULE:ATTR" in help_text and "8080" in help_text and "exit status" in help_text
 
 
+@pytest.mark.slow
 def test_importing_oip_asgi_does_not_import_the_command_or_uvicorn() -> None:
     probe = "import sys, oip_asgi; print(sorted({'oip_asgi._cli', 'uvicorn', 'argparse'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", probe], env=child_env(), capture_output=True, text=True, check=True)
@@ -142,6 +145,7 @@ def modules(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", list(BROKEN))
+@pytest.mark.slow
 def test_a_broken_target_exits_3_with_one_line_and_no_traceback(modules: Path, case: str) -> None:
     target, message = BROKEN[case]
     result = run("serve", target, "--app-dir", str(modules))
@@ -154,6 +158,7 @@ def test_a_broken_target_exits_3_with_one_line_and_no_traceback(modules: Path, c
 
 
 @pytest.mark.parametrize("case", ["no module", "missing name"])
+@pytest.mark.slow
 def test_a_broken_target_stops_every_worker_and_exits_3(modules: Path, case: str) -> None:
     target, message = BROKEN[case]
     result = run("serve", target, "--app-dir", str(modules), "--workers", "2", "--port", str(free_port()))
@@ -168,6 +173,7 @@ def test_a_broken_target_stops_every_worker_and_exits_3(modules: Path, case: str
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.slow
 def test_a_port_in_use_exits_3(workers: str) -> None:
     import socket
 
@@ -189,6 +195,7 @@ def test_a_port_in_use_exits_3(workers: str) -> None:
         ([], "the following arguments are required: COMMAND"),
     ],
 )
+@pytest.mark.slow
 def test_usage_errors_exit_2(arguments: list[str], message: str) -> None:
     result = run(*arguments)
     assert result.returncode == 2
@@ -202,7 +209,8 @@ def test_usage_errors_exit_2(arguments: list[str], message: str) -> None:
         (
             "--metrics-port",
             "prometheus_client",
-            "--metrics-port needs prometheus_client: pip install 'oip-asgi[metrics]'",
+            "--metrics-port needs prometheus_client: pip install -e '.[metrics]' in a clone of oip-asgi "
+            "(pip install 'oip-asgi[metrics]' once it is on PyPI)",
         ),
     ],
 )
@@ -224,10 +232,22 @@ def test_a_model_is_served_under_its_attribute_name(modules: Path, monkeypatch: 
     )
     monkeypatch.syspath_prepend(str(modules))
     try:
-        assert load_target("cli_target:doubler").repository.names() == ["doubler"]
+        assert load_target("cli_target:doubler").core.repository.names() == ["doubler"]
         assert load_target("cli_target:app") is sys.modules["cli_target"].app
     finally:
         sys.modules.pop("cli_target", None)
+
+
+def test_the_docs_serve_commands_name_targets_that_load_from_the_repository_root() -> None:
+    targets = {
+        target
+        for doc in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+        for target in re.findall(r"oip-asgi serve ([a-z][\w.]*:[\w.]+)", doc.read_text())
+    }
+    runnable = {target for target in targets if not target.startswith("mymodels")}  # the reader's module, named so
+    assert "examples.models:models" in runnable
+    for target in sorted(runnable):  # as the command imports them from the repository root
+        assert load_target(target).core.repository.names(), target
 
 
 @contextlib.asynccontextmanager
@@ -310,6 +330,7 @@ async def test_served_answers_at_v2_only() -> None:
 # The command as a real process
 
 
+@pytest.mark.slow
 def test_serves_tritonclient_with_binary_tensors_and_classification() -> None:
     import tritonclient.http as httpclient
 
@@ -327,12 +348,14 @@ def test_serves_tritonclient_with_binary_tensors_and_classification() -> None:
         assert status(f"http://{server.address}/") == 404
 
 
+@pytest.mark.slow
 def test_a_model_attribute_serves_that_one_model() -> None:
     with served("tests.apps_cli:pid") as server:
         assert status(f"http://{server.address}/v2/models/pid/ready") == 200
         assert status(f"http://{server.address}/v2/models/slow") == 404
 
 
+@pytest.mark.slow
 def test_readiness_is_400_while_a_slow_load_runs(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     with served("tests.apps_cli:gated", ready_path="/v2/health/live", env={"OIP_TEST_GATE": str(gate)}) as server:
@@ -352,6 +375,7 @@ def pids(address: str, count: int = 4) -> set[int]:
     return {result["outputs"][0]["data"][0] for result in results}
 
 
+@pytest.mark.slow
 def test_two_workers_each_load_once_serve_both_and_survive_a_kill(tmp_path: Path) -> None:
     log = tmp_path / "events"
     with served("tests.apps_cli:models", "--workers", "2", events=log, timeout=60) as server:
@@ -379,6 +403,7 @@ def test_two_workers_each_load_once_serve_both_and_survive_a_kill(tmp_path: Path
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.slow
 def test_sigterm_lets_a_slow_request_finish_then_exits_0(tmp_path: Path, workers: str) -> None:
     log = tmp_path / "events"
     with served("tests.apps_cli:models", "--workers", workers, events=log) as server:
@@ -390,6 +415,20 @@ def test_sigterm_lets_a_slow_request_finish_then_exits_0(tmp_path: Path, workers
             assert answer.result(timeout=10)["outputs"][0]["data"] == [1.5]
         assert server.process.wait(10) == 0
         assert "Traceback" not in server.output()
+
+
+@pytest.mark.parametrize(("workers", "level", "lines"), [("1", "info", 1), ("2", "info", 1), ("1", "warning", 0)])
+@pytest.mark.slow
+def test_an_apps_access_log_goes_to_uvicorns_log_at_its_level(workers: str, level: str, lines: int) -> None:
+    with served("tests.apps_cli:logged", "--workers", workers, "--log-level", level) as server:
+        request = {"inputs": [{"name": "X", "datatype": "INT64", "shape": [1], "data": [7]}]}
+        assert post(server.address, "echo", request)["outputs"][0]["data"] == [7]
+        os.kill(server.pid, signal.SIGTERM)  # every line written once the server is gone
+        assert server.process.wait(15) == 0
+        output = server.output()
+    # uvicorn's handler and format, and no second copy from the app's own fallback handler.
+    assert output.count("model=echo version=1 status=200 bytes_in=") == lines, output
+    assert output.count("INFO:     model=echo version=1 status=200 bytes_in=") == lines, output
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -405,6 +444,7 @@ SUCCESS = 'nv_inference_request_success{model="pid",version="1"}'
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.slow
 def test_metrics_port_serves_each_workers_own_figures(workers: int) -> None:
     pytest.importorskip("prometheus_client")
     first = free_ports(workers)
@@ -446,12 +486,18 @@ def free_ports(count: int) -> int:
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.slow
 def test_grpc_port_serves_the_grpc_half_from_every_worker(workers: str) -> None:
     pytest.importorskip("oip_asgi.grpc", reason="the gRPC half is not installed")
     grpcclient = pytest.importorskip("tritonclient.grpc")
     grpc_port = free_port()
     a = np.arange(16, dtype=np.int32).reshape(1, 16)
-    with served("examples.models:models", "--workers", workers, "--grpc-port", str(grpc_port)) as server:
+    options = ("--workers", workers, "--grpc-port", str(grpc_port), "--log-level", "info")
+    with served("examples.models:models", *options) as server:
+        # Each worker says where it listens, as uvicorn does.
+        wait_for(
+            lambda: server.output().count(f"INFO:     oip-asgi gRPC running on {HOST}:{grpc_port}\n") == int(workers)
+        )
         for _ in range(4):  # a client per round: a new connection, which any worker may take
             client = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
             try:
@@ -463,5 +509,5 @@ def test_grpc_port_serves_the_grpc_half_from_every_worker(workers: str) -> None:
             finally:
                 client.close()
         # Every worker bound the gRPC port beside the others': one that could not would have stopped them all.
-        time.sleep(1)
-        assert server.process.poll() is None
+        with pytest.raises(subprocess.TimeoutExpired):
+            server.process.wait(1)

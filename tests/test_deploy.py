@@ -161,6 +161,7 @@ def test_image_installs_extras_the_project_has() -> None:
     assert (ROOT / dockerfile()["ARG"]["MODELS"]).is_file()
 
 
+@pytest.mark.slow
 def test_the_images_command_serves_its_module_laid_out_as_in_the_image(tmp_path: Path) -> None:
     """What `docker run` would run: CMD in WORKDIR, beside models.py copied from MODELS."""
     image = dockerfile()

@@ -63,6 +63,7 @@ def test_the_page_is_finished() -> None:
 
 
 @pytest.mark.parametrize("name", COMMANDS)
+@pytest.mark.slow
 def test_worker_recipe_serves_tritonclient_and_stops_cleanly(name: str) -> None:
     if name == "sh:gunicorn":
         pytest.importorskip("gunicorn")

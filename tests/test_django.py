@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -130,9 +131,13 @@ async def test_root_path_is_extended_by_the_prefix(path: str) -> None:
 
 async def test_lifespan_goes_to_the_oip_app_and_loads_models() -> None:
     loads: list[str] = []
-    model = Model(
-        lambda X: X, inputs=[TensorSpec("X", "FP32", [-1])], load=lambda: loads.append("loaded"), max_concurrency=1
-    )
+    loaded = threading.Event()
+
+    def load() -> None:
+        loads.append("loaded")
+        loaded.set()
+
+    model = Model(lambda X: X, inputs=[TensorSpec("X", "FP32", [-1])], load=load, max_concurrency=1)
 
     async def django(scope: Any, receive: Any, send: Any) -> None:
         raise ValueError("Django can only handle ASGI/HTTP connections, not lifespan.")
@@ -142,8 +147,8 @@ async def test_lifespan_goes_to_the_oip_app_and_loads_models() -> None:
     sent: list[str] = []
 
     async def receive() -> dict[str, Any]:
-        while sent and not loads:  # startup completed; the models load in the background
-            await asyncio.sleep(0.01)
+        if sent:  # startup completed; the models load in the background
+            assert await asyncio.to_thread(loaded.wait, 10)
         return messages.pop(0)
 
     async def send(message: dict[str, Any]) -> None:
@@ -185,6 +190,7 @@ def test_wsgi_refuses_a_chunked_body_it_cannot_read(wsgi: httpx.Client) -> None:
     assert "Content-Length" in response.json()["error"] and "waitress" in response.json()["error"]
 
 
+@pytest.mark.slow
 def test_real_uvicorn_with_tritonclient() -> None:
     # --lifespan on: startup fails outright if lifespan reached Django instead of the OIP app.
     with uvicorn("examples.django_asgi:application", "--lifespan", "on") as server:

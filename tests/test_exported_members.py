@@ -26,3 +26,10 @@ def test_grpc_api_is_exactly_all() -> None:
     grpc = pytest.importorskip("oip_asgi.grpc")
     assert public_names(grpc) == set(grpc.__all__)
     assert grpc.__all__ == sorted(grpc.__all__)
+
+
+def test_integration_api_is_exactly_all() -> None:
+    from oip_asgi import integration
+
+    assert public_names(integration) == set(integration.__all__)
+    assert integration.__all__ == sorted(integration.__all__)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +20,8 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from ._servers import HOST, free_port, serving  # noqa: E402
 from .strategies import DTYPES  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -49,24 +52,37 @@ def served() -> Iterator[grpcclient.InferenceServerClient]:
         client.close()
 
 
+def test_serving_says_the_address_it_bound_under_plain_uvicorn() -> None:
+    port = free_port()
+    argv = ["-m", "uvicorn", "examples.grpc_app:app", "--host", HOST, "--port", str(port), "--log-level", "warning"]
+    # Port 0: only the line can tell where gRPC listens. uvicorn leaves the oip_asgi loggers bare.
+    with serving(argv, port, env={"OIP_GRPC_ADDRESS": f"{HOST}:0"}) as server:
+        (said,) = re.findall(rf"^INFO:oip_asgi.grpc:oip-asgi gRPC running on {HOST}:(\d+)$", server.output(), re.M)
+        client = grpcclient.InferenceServerClient(f"{HOST}:{said}")
+        try:
+            assert int(said) != 0 and client.is_server_ready()
+        finally:
+            client.close()
+
+
 def tensor(name: str, array: np.ndarray, datatype: str) -> grpcclient.InferInput:
     infer_input = grpcclient.InferInput(name, list(array.shape), datatype)
     infer_input.set_data_from_numpy(array)
     return infer_input
 
 
-def test_health_and_metadata_match_rest(example: tuple[str, str], triton: grpcclient.InferenceServerClient) -> None:
+def test_tritonclient_reads_health_and_metadata(triton: grpcclient.InferenceServerClient) -> None:
+    # That REST says the same is tests/parity_cases.py's to check; here, NVIDIA's client reads our answers.
     assert triton.is_server_live() and triton.is_server_ready()
     assert triton.is_model_ready("simple") and triton.is_model_ready("simple", "1")
     assert not triton.is_model_ready("missing") and not triton.is_model_ready("simple", "9")
-    rest = httpx.get(f"http://{example[0]}/v2/models/animals").json()
     metadata = triton.get_model_metadata("animals", as_json=True)
-    assert metadata["name"] == rest["name"] and metadata["platform"] == rest["platform"]
+    assert (metadata["name"], metadata["versions"]) == ("animals", ["1"])
     assert [(t["name"], t["datatype"], [int(d) for d in t["shape"]]) for t in metadata["inputs"]] == [
-        (t["name"], t["datatype"], t["shape"]) for t in rest["inputs"]
+        ("FEATURES", "FP32", [-1, 4])
     ]
     server = triton.get_server_metadata(as_json=True)
-    assert server["extensions"] == httpx.get(f"http://{example[0]}/v2").json()["extensions"]
+    assert server["name"] == "oip-asgi" and {"binary_tensor_data", "classification"} <= set(server["extensions"])
 
 
 def test_simple_with_request_id(triton: grpcclient.InferenceServerClient) -> None:
@@ -127,8 +143,12 @@ def test_a_16_mib_tensor_both_ways(triton: grpcclient.InferenceServerClient) -> 
 def test_errors_from_the_example(triton: grpcclient.InferenceServerClient) -> None:
     x = np.array([4.0, -1.0], dtype=np.float32)
     cases = [
-        (lambda: triton.infer("missing", [tensor("X", x, "FP32")]), "StatusCode.NOT_FOUND", "unknown model 'missing'"),
-        (lambda: triton.get_model_metadata(""), "StatusCode.NOT_FOUND", "unknown model ''"),
+        (
+            lambda: triton.infer("missing", [tensor("X", x, "FP32")]),
+            "StatusCode.NOT_FOUND",
+            "Request for unknown model: 'missing' is not found",
+        ),
+        (lambda: triton.get_model_metadata(""), "StatusCode.NOT_FOUND", "Request for unknown model: '' is not found"),
         (lambda: triton.infer("sqrt", [tensor("X", x, "FP32")]), "StatusCode.INVALID_ARGUMENT", "X[1] is negative"),
         (
             lambda: triton.infer("sqrt", [tensor("Y", x, "FP32")]),
@@ -217,7 +237,7 @@ def test_aio_client_and_its_stream(example: tuple[str, str]) -> None:
             seen = []
             async for result, error in client.stream_infer(requests()):
                 seen.append(error.message() if error else result.as_numpy("UPPER").tolist())
-            assert seen[4].startswith("unknown model 'missing'")
+            assert seen[4].startswith("Request for unknown model: 'missing' is not found")
             assert [answer for index, answer in enumerate(seen) if index != 4] == [
                 [f"ITEM {index}".encode()] for index in range(10) if index != 4
             ]
@@ -283,6 +303,6 @@ def test_tritonclient_grpc_reads_the_statistics_rest_serves(
     assert [int(batch["batch_size"]) for batch in entry["batch_stats"]] == [1]
     every = triton.get_inference_statistics(as_json=True)["model_stats"]
     assert {item["name"] for item in every} >= {"identity_fp64", "simple", "batched"}
-    with pytest.raises(InferenceServerException, match="unknown model 'nope'") as unknown:
+    with pytest.raises(InferenceServerException, match="Request for unknown model: 'nope' is not found") as unknown:
         triton.get_inference_statistics("nope")
     assert unknown.value.status() == "StatusCode.NOT_FOUND"

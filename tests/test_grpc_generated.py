@@ -30,6 +30,7 @@ def without_json_names(message: descriptor_pb2.DescriptorProto) -> None:
         without_json_names(inner)
 
 
+@pytest.mark.slow
 def test_the_committed_descriptor_is_the_proto_compiled(tmp_path: Path) -> None:
     """Whatever grpcio-tools is installed: the messages and the service the modules hold are the proto's."""
     compiled = descriptor_pb2.FileDescriptorSet.FromString(_generate.descriptor_set(tmp_path))
@@ -68,6 +69,7 @@ def test_messages_live_in_a_private_pool_beside_tritonclients() -> None:
     assert service_pb2.ModelInferRequest.FromString(request.SerializeToString()).model_name == "m"
 
 
+@pytest.mark.slow
 def test_importing_oip_asgi_does_not_import_grpc() -> None:
     code = (
         "import sys, oip_asgi, oip_asgi._cli\n"

@@ -70,6 +70,7 @@ def grpc_address() -> Iterator[str]:
         yield f"{HOST}:{grpc_port}"
 
 
+@pytest.mark.slow
 def test_kserve_inference_grpc_client(grpc_address: str) -> None:
     done = subprocess.run([str(PYTHON), "-c", CLIENT, grpc_address], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -78,4 +79,6 @@ def test_kserve_inference_grpc_client(grpc_address: str) -> None:
     assert seen["id"] == "k1" and seen["sum"]
     assert seen["typed"] == [0.5, -1.0, 2.0]
     assert seen["upper"] == ["AB", "C"]
-    assert seen["missing"][0] == "NOT_FOUND" and "unknown model 'missing'" in seen["missing"][1]
+    assert (
+        seen["missing"][0] == "NOT_FOUND" and "Request for unknown model: 'missing' is not found" in seen["missing"][1]
+    )

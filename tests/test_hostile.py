@@ -61,6 +61,7 @@ def _exchange(address: str, case: Case) -> bytes:
 
 
 @pytest.mark.parametrize("case", [case for case in CASES if case.over_socket], ids=lambda case: case.id)
+@pytest.mark.slow
 def test_content_length_lies_over_a_real_server(hostile_server: str, case: Case) -> None:
     received = _exchange(hostile_server, case)
     if case.status is None:

@@ -579,6 +579,7 @@ def test_still_serves_after_asyncio_run_in_init_code(handler: oip_asgi_lambda.OI
     assert handler(http_api_event("GET", "/v2/health/ready"), CONTEXT)["statusCode"] == 200
 
 
+@pytest.mark.slow
 def test_import_pulls_in_no_web_framework() -> None:
     # A fresh interpreter, as in Lambda's init phase: what `import oip_asgi_lambda` loads.
     code = "import json, sys, oip_asgi_lambda; print(json.dumps(sorted(sys.modules)))"
@@ -601,6 +602,7 @@ def test_import_pulls_in_no_web_framework() -> None:
     assert loaded & heavy == set()
 
 
+@pytest.mark.slow
 def test_import_time_bench_runs() -> None:
     result = subprocess.run(
         [sys.executable, "bench/lambda_import_time.py", "--runs", "1", "--json"],

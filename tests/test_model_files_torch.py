@@ -24,7 +24,7 @@ from oip_asgi import Model  # noqa: E402
 
 from ._servers import HOST, free_port, serving  # noqa: E402
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 PIXELS = load_digits().data.astype(np.float32)[:40] / 16
 

@@ -13,6 +13,8 @@ from ._servers import ROOT
 DOC = ROOT / "docs" / "models.md"
 RECIPE = re.compile(r"<!-- recipe: (?P<name>\S+) -->\n```python\n(?P<code>.*?)```", re.DOTALL)
 RECIPES = {match["name"]: match["code"] for match in RECIPE.finditer(DOC.read_text())}
+pytestmark = pytest.mark.slow  # each recipe trains a model
+
 LIBRARY = {"sklearn": "skops", "pickle": "joblib", "onnx": "skl2onnx", "xgboost": "xgboost", "lightgbm": "lightgbm"}
 
 

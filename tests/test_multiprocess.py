@@ -13,6 +13,8 @@ import pytest
 
 from ._servers import HOST, free_port, serving
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("gunicorn")
 pytest.importorskip("uvicorn_worker")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -37,6 +38,7 @@ def observed() -> Iterator[Server]:
         yield server
 
 
+@pytest.mark.slow
 def test_a_scrape_of_a_real_server_carries_triton_named_counts(observed: Server) -> None:
     triton = httpclient.InferenceServerClient(observed.address)
     try:
@@ -50,7 +52,9 @@ def test_a_scrape_of_a_real_server_carries_triton_named_counts(observed: Server)
             triton.infer("sqrt", [tensor])  # the model refuses: a failure from its call
     finally:
         triton.close()
-    text = httpx.get(f"http://{observed.address}/metrics/").text
+    scraped = httpx.get(f"http://{observed.address}/metrics")  # httpx follows no redirect: a 307 fails here
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
+    text = scraped.text
     found = samples(text)
     labels = (("model", "identity_fp32"), ("version", "1"))
     assert found[("nv_inference_request_success", labels)] == 2
@@ -64,6 +68,20 @@ def test_a_scrape_of_a_real_server_carries_triton_named_counts(observed: Server)
     # Triton's exact sample names: no _total, which prometheus_client gives its own counters.
     names = {line.split("{")[0] for line in text.splitlines() if line.startswith("nv_")}
     assert "nv_inference_request_success" in names and not any(name.endswith("_total") for name in names)
+
+
+@pytest.mark.slow
+def test_the_access_log_reaches_a_plain_uvicorns_output(observed: Server) -> None:
+    # uvicorn configures its own loggers only (and runs at --log-level warning here): the app's fallback prints.
+    tensor = {"shape": [1, 16], "datatype": "INT32", "data": list(range(16))}
+    request = {"inputs": [{"name": "INPUT0", **tensor}, {"name": "INPUT1", **tensor}]}
+    assert httpx.post(f"http://{observed.address}/v2/models/simple/infer", json=request).status_code == 200
+    line = "INFO:oip_asgi.access:model=simple version=1 status=200 bytes_in="
+    deadline = time.monotonic() + 10
+    while line not in observed.output():
+        assert time.monotonic() < deadline, observed.output()
+        time.sleep(0.05)
+    assert observed.output().count(line) == 1
 
 
 async def test_metrics_go_to_the_registry_given_and_are_zero_before_any_request() -> None:
@@ -83,6 +101,26 @@ async def test_metrics_go_to_the_registry_given_and_are_zero_before_any_request(
         oip_app({"m": Model(lambda x: x, **SPECS)}, metrics="yes")  # type: ignore[arg-type]
 
 
+async def test_request_duration_counts_successful_requests_only_as_triton_does() -> None:
+    # Dashboards divide nv_inference_request_duration_us by nv_inference_request_success.
+    def sometimes(x: np.ndarray) -> np.ndarray:
+        if x[0] < 0:
+            raise ValueError("negative")
+        return x
+
+    registry = CollectorRegistry()
+    app = oip_app({"m": Model(sometimes, **SPECS)}, metrics=registry)
+    failing = {"inputs": [{**REQUEST["inputs"][0], "data": [-1, 2]}]}
+    async with client(app) as http:
+        assert (await http.post("/models/m/infer", json=REQUEST)).status_code == 200
+        assert (await http.post("/models/m/infer", json=failing)).status_code == 500
+    labels = (("model", "m"), ("version", "1"))
+    found = samples(generate_latest(registry).decode())
+    success_us = app.core.model("m").statistics.success.ns / 1000
+    assert found[("nv_inference_request_duration_us", labels)] == pytest.approx(success_us)
+    assert app.core.model("m").statistics.fail.ns > 0
+
+
 async def test_the_tracing_recipe_nests_the_model_call_in_the_request_span() -> None:
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
     from opentelemetry.sdk.trace import TracerProvider
@@ -100,7 +138,7 @@ async def test_the_tracing_recipe_nests_the_model_call_in_the_request_span() -> 
         max_batch_delay=0,
     )
     oip = oip_app({"m": Model(lambda x: x, **SPECS), "b": batched}, tracing=True)
-    oip._tracer = provider.get_tracer("oip_asgi")  # the recipe sets the global provider; the test keeps its own
+    oip.core._tracer = provider.get_tracer("oip_asgi")  # the recipe sets the global provider; the test keeps its own
     app = OpenTelemetryMiddleware(oip, tracer_provider=provider)
     async with client(app) as http:
         assert (await http.post("/models/m/infer", json=REQUEST)).status_code == 200

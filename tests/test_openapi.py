@@ -90,11 +90,13 @@ def node_id_for_schemathesis(request: pytest.FixtureRequest) -> None:
 @schemathesis.pytest.from_fixture("schema").parametrize()
 @hypothesis.settings(deadline=None)
 @pytest.mark.usefixtures("node_id_for_schemathesis")
+@pytest.mark.slow
 def test_schemathesis_finds_no_fault(case: Any, example_server: str) -> None:
     # No 5xx, and every status, content type, header and body is one the document declares.
     case.call_and_validate(base_url=f"http://{example_server}/v2", checks=CHECKS)
 
 
+@pytest.mark.slow
 def test_live_server_serves_the_document(example_server: str, document: Any) -> None:
     loaded = schemathesis.openapi.from_url(f"http://{example_server}/v2/openapi.json")
     loaded.validate()
@@ -238,4 +240,7 @@ async def test_a_model_name_with_a_newline_reaches_the_mounted_app() -> None:
     mount(host, {"m": abs}, path="/v2")
     async with client(host) as http:
         response = await http.get("/v2/models/a%0Ab/ready")
-    assert (response.status_code, response.json()) == (404, {"error": "unknown model 'a\nb'; the models are m"})
+    assert (response.status_code, response.json()) == (
+        404,
+        {"error": "Request for unknown model: 'a\nb' is not found; the models are m"},
+    )

@@ -16,6 +16,8 @@ import pytest
 
 from tests._servers import ROOT
 
+pytestmark = pytest.mark.slow
+
 HOME = "https://github.com/oip-asgi/oip-asgi"
 PACKAGES = {"oip_asgi", "oip_asgi_django", "oip_asgi_flask", "oip_asgi_lambda", "oip_asgi_wsgi"}
 
@@ -89,13 +91,51 @@ def test_readme_on_an_index_page_has_no_relative_links(dists: tuple[Path, Path])
     assert re.findall(r"\]\((?!https://|#)[^)]*\)", description) == []
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/integrations.md", "docs/models.md"])
-def test_install_lines_name_real_extras_and_the_home_url(dists: tuple[Path, Path], doc: str) -> None:
+DOCS = ["README.md", *sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").glob("*.md"))]
+# What pip is told to install: "oip-asgi[grpc]" from an index, ".[grpc]" from a clone; not "/tmp/oip-asgi[...]".
+INDEX_FORM = re.compile(r"(?<![\w/.-])oip-asgi\[([^\]]+)\](?!\s*@)")
+CLONE_FORM = re.compile(r"(?<![\w/-])\.\[([^\]]+)\]")
+GIT_FORM = re.compile(r"(?<![\w/.-])oip-asgi\[([^\]]+)\]\s*@")
+
+
+def extras_named(line: str) -> set[str]:
+    named = [*INDEX_FORM.findall(line), *CLONE_FORM.findall(line), *GIT_FORM.findall(line)]
+    return {extra for group in named for extra in group.split(",")}
+
+
+def index_only(lines: list[str], number: int) -> bool:
+    """An install from PyPI, where oip-asgi is not yet, with neither a clone's form nor a word that says so."""
+    line = lines[number]
+    if not INDEX_FORM.search(line) or CLONE_FORM.search(line):
+        return False
+    return not any("publish" in nearby for nearby in lines[max(0, number - 3) : number + 1])
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_install_lines_name_real_extras_and_work_before_publishing(dists: tuple[Path, Path], doc: str) -> None:
     metadata = wheel_metadata(dists[1])
     extras = set(metadata.get_all("Provides-Extra") or [])
     assert f"Homepage, {HOME}" in metadata.get_all("Project-URL", [])
-    lines = [line for line in (ROOT / doc).read_text().splitlines() if "pip install" in line]
-    for line in lines:
-        for named in re.findall(r"(?:oip-asgi|\.)\[([^\]]+)\]", line):
-            assert set(named.split(",")) <= extras, line
+    lines = (ROOT / doc).read_text().splitlines()
+    for number, line in enumerate(lines):
+        if "pip install" not in line:
+            continue
+        assert extras_named(line) <= extras, line
+        assert not index_only(lines, number), f"{doc}:{number + 1}: {line}"
         assert re.findall(r"git\+\S+?(?=\"|\s|$)", line) in ([], [f"git+{HOME}"]), line
+
+
+def test_install_lines_in_messages_and_docstrings_name_real_extras(dists: tuple[Path, Path]) -> None:
+    extras = set(wheel_metadata(dists[1]).get_all("Provides-Extra") or [])
+    sources = [*(ROOT / "oip_asgi").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")]
+    hinted: set[str] = set()
+    for source in sources:
+        text = source.read_text()
+        hinted |= set(re.findall(r"install_line\(['\"](\w+)['\"]\)", text))
+        lines = text.splitlines()
+        for number, line in enumerate(lines):
+            if "pip install" in line:
+                named = {extra for extra in extras_named(line) if "{" not in extra}  # install_line's own f-string
+                assert named <= extras, f"{source}:{number + 1}: {line}"
+                assert not index_only(lines, number), f"{source}:{number + 1}: {line}"
+    assert {"bf16", "grpc", "metrics", "serve"} <= hinted <= extras

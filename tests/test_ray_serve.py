@@ -14,7 +14,7 @@ from ._servers import ROOT, free_port, serving, triton_round_trip
 if importlib.util.find_spec("ray") is None:  # looked up, not imported: Ray runs in the server process only
     pytest.skip("Ray Serve is not installed", allow_module_level=True)
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def session_members(session: int) -> list[int]:

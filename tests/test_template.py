@@ -256,6 +256,7 @@ def make_build(tmp_path: Path, *variables: str) -> tuple[list[list[str]], Path]:
     return [json.loads(line) for line in log.read_text().splitlines()], artifact
 
 
+@pytest.mark.slow
 def test_makefile_ships_the_example_and_installs_for_lambda(tmp_path: Path) -> None:
     absent = tmp_path / "requirements-lambda.txt"
     (wheel, install), artifact = make_build(tmp_path, f"LAMBDA_REQUIREMENTS={absent}")
@@ -268,6 +269,7 @@ def test_makefile_ships_the_example_and_installs_for_lambda(tmp_path: Path) -> N
     assert shipped == ["examples/__init__.py", "examples/lambda_handler.py", "examples/models.py"]
 
 
+@pytest.mark.slow
 def test_makefile_takes_your_own_sources_and_requirements(tmp_path: Path) -> None:
     requirements = tmp_path / "requirements-lambda.txt"
     requirements.write_text("msgpack\n")

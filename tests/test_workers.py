@@ -38,14 +38,14 @@ async def test_threads_are_bounded_and_started_on_demand() -> None:
         return x
 
     app = oip_app({"m": Model(held, **SPECS)}, max_threads=2)
-    assert app.pool.threads == 0
+    assert app.core.pool.threads == 0
     async with client(app) as http:
         calls = [asyncio.ensure_future(http.post("/models/m/infer", json=REQUEST)) for _ in range(6)]
         await asyncio.to_thread(started.wait, 10)  # both threads are busy; four calls wait for one
-        assert app.pool.threads == 2
+        assert app.core.pool.threads == 2
         release.set()
         assert [(await call).status_code for call in calls] == [200] * 6
-    assert len(seen) == 2 and app.pool.threads == 2
+    assert len(seen) == 2 and app.core.pool.threads == 2
 
 
 async def test_context_variables_reach_a_sync_model() -> None:
@@ -70,23 +70,23 @@ async def test_base_exceptions_from_a_sync_model_are_its_failure(raised: BaseExc
         assert response.status_code == 500
         assert response.json()["error"] == f"model 'm' raised {type(raised).__name__}: {raised}"
         assert (await http.post("/models/ok/infer", json=REQUEST)).status_code == 200  # the thread serves on
-    assert app.pool.threads == 1
+    assert app.core.pool.threads == 1
 
 
 async def test_a_caller_that_leaves_frees_its_slot_and_the_thread_finishes_its_call() -> None:
-    gate = threading.Event()
-    finished = threading.Event()
+    started, gate, finished = threading.Event(), threading.Event(), threading.Event()
 
     def slow(x: np.ndarray) -> np.ndarray:
+        started.set()
         gate.wait(timeout=10)
         finished.set()
         return x
 
     model = Model(slow, **SPECS, max_concurrency=1)
     app = oip_app({"m": model}, max_threads=1)
-    served = app.repository.get("m")
+    served = app.core.repository.get("m")
     call = asyncio.ensure_future(served({"x": np.array([1], np.int32)}, {}))
-    await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(started.wait, 10)
     assert served.in_flight == 1
     call.cancel()  # the client left: the request's task is cancelled
     with pytest.raises(asyncio.CancelledError):
@@ -95,7 +95,7 @@ async def test_a_caller_that_leaves_frees_its_slot_and_the_thread_finishes_its_c
     gate.set()
     assert await asyncio.to_thread(finished.wait, 10)
     result = await served({"x": np.array([5], np.int32)}, {})  # the one thread is free again
-    assert result.tolist() == [5] and app.pool.threads == 1
+    assert result.tolist() == [5] and app.core.pool.threads == 1
 
 
 async def test_lifespan_shutdown_stops_the_threads() -> None:
@@ -122,10 +122,11 @@ async def test_lifespan_shutdown_stops_the_threads() -> None:
         if not alive:
             break
         await asyncio.sleep(0.01)
-    assert not alive and app.pool.threads == 0
+    assert not alive and app.core.pool.threads == 0
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+@pytest.mark.slow
 def test_the_pool_starts_afresh_in_a_forked_child() -> None:
     # In a fresh interpreter: forking a process with pytest's threads around is its own hazard.
     code = textwrap.dedent(

@@ -1,4 +1,4 @@
-"""Serve models over the Open Inference Protocol beside a Django project (``pip install oip-asgi[django]``).
+"""Serve models over the Open Inference Protocol beside a Django project (the ``django`` extra).
 
 Under ASGI, :func:`mount` wraps ``get_asgi_application()``; under WSGI, :func:`mount_wsgi` wraps
 ``get_wsgi_application()``. Django itself is never imported here.

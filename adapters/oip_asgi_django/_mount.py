@@ -6,8 +6,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from oip_asgi import ModelsArgument, OIPApp
-from oip_asgi._app import as_oip_app
-from oip_asgi._paths import checked_prefix, is_under, route_path
+from oip_asgi.integration import as_oip_app, checked_prefix, mounted_scope
 from oip_asgi_wsgi import WSGIBridge
 
 if TYPE_CHECKING:
@@ -31,12 +30,9 @@ class OIPDispatcher:
             await self.oip_app(scope, receive, send)
             return
         if scope["type"] == "http":
-            root_path: str = scope.get("root_path", "")
-            route = route_path(scope)
-            if is_under(route, self.prefix):
-                # `path` keeps the root path in it, as the ASGI spec and uvicorn have it.
-                scope = {**scope, "root_path": root_path + self.prefix, "path": root_path + route}
-                await self.oip_app(scope, receive, send)
+            mounted = mounted_scope(scope, self.prefix)
+            if mounted is not None:
+                await self.oip_app(mounted, receive, send)
                 return
         await self.app(scope, receive, send)
 

@@ -1,4 +1,4 @@
-"""Serve models over the Open Inference Protocol from a Flask app (``pip install oip-asgi[flask]``)."""
+"""Serve models over the Open Inference Protocol from a Flask app (the ``flask`` extra)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ from flask import Flask
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from oip_asgi import ModelsArgument, OIPApp
-from oip_asgi._app import as_oip_app
-from oip_asgi._paths import checked_prefix
+from oip_asgi.integration import as_oip_app, checked_prefix
 from oip_asgi_wsgi import WSGIBridge
 
 

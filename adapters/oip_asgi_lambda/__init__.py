@@ -1,4 +1,4 @@
-"""Serve models over the Open Inference Protocol from AWS Lambda (``pip install oip-asgi[lambda]``)."""
+"""Serve models over the Open Inference Protocol from AWS Lambda (the ``lambda`` extra)."""
 
 from __future__ import annotations
 

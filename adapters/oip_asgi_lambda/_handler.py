@@ -20,9 +20,7 @@ from mangum.protocols import HTTPCycle
 from mangum.types import LambdaContext, LambdaEvent, LambdaHandler, Response, Scope
 
 from oip_asgi import ModelsArgument, NotFound, OIPApp, OIPError, PayloadTooLarge
-from oip_asgi._app import AppOptions, as_oip_app
-from oip_asgi._paths import checked_prefix, is_under
-from oip_asgi._responses import render_error
+from oip_asgi.integration import AppOptions, as_oip_app, checked_prefix, is_under, mounted_scope, render_error
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -84,7 +82,7 @@ class OIPHandler(Mangum):
         source = self.infer(event, context)
         scope, body = source.scope, source.body
         try:
-            scope["root_path"] = self._outer_path(source, scope["path"]) + self.prefix
+            scope = self._mounted(source, scope)
             if len(body) > self.max_body_size:
                 raise PayloadTooLarge(_too_large(len(body), self.max_body_size, binary=_has_binary_tensors(scope)))
         except OIPError as error:
@@ -93,8 +91,10 @@ class OIPHandler(Mangum):
             response = HTTPCycle(scope, body)(self.app)
         return _within_limit(source, source(response))
 
-    def _outer_path(self, source: LambdaHandler, path: str) -> str:
-        """What precedes the prefix in `path`: nothing, the base path, or an HTTP API's named stage."""
+    def _mounted(self, source: LambdaHandler, scope: Scope) -> Scope:
+        """The scope the app sees: what precedes the prefix in the path (nothing, the base path, or an
+        HTTP API's named stage) and the prefix, in root_path."""
+        path = scope["path"]
         outers = [self.base_path] if self.base_path else []
         if isinstance(source, HTTPGateway) and source.event["version"] == "2.0":
             stage = source.event["requestContext"].get("stage")
@@ -103,8 +103,10 @@ class OIPHandler(Mangum):
         # The stripped reading goes first, so a stage that happens to be named like the prefix
         # still works; the literal one covers the same function reached on its default endpoint.
         for outer in [*outers, ""]:
-            if is_under(path, outer) and is_under(path[len(outer) :], self.prefix):
-                return outer
+            if is_under(path, outer):
+                mounted = mounted_scope({**scope, "root_path": outer}, self.prefix)
+                if mounted is not None:
+                    return mounted
         raise NotFound(f"no route for {path}: this function serves the Open Inference Protocol at {self.prefix or '/'}")
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 from a2wsgi import ASGIMiddleware
 
 from oip_asgi import LengthRequired, OIPApp, OIPError
-from oip_asgi._responses import render_error
+from oip_asgi.integration import render_error
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import BadRequest, ModelNotReady
+from .._extras import install_line
 from .._models import Model, TensorSpec
 
 # What `Model` itself takes: passed to it, overriding what the file says.
@@ -54,10 +55,7 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtra(
-            f"{purpose} needs the {module.split('.')[0]} package: pip install 'oip-asgi[{extra}]' "
-            f"(from a clone of oip-asgi: pip install -e '.[{extra}]')"
-        ) from exc
+        raise MissingExtra(f"{purpose} needs the {module.split('.')[0]} package: {install_line(extra)}") from exc
 
 
 def model_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

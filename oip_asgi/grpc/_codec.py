@@ -15,12 +15,12 @@ from typing import Any, NamedTuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from .._checks import check_inputs, check_outputs
+from .._checks import bad_classification, check_binary_size, check_inputs, check_outputs
 from .._datatypes import native_dtype
-from .._errors import BadRequest, ModelError
+from .._errors import BadRequest, ModelError, quoted
 from .._inference import DecodedRequest, OutputTensor, RequestedOutput
-from .._models import Model
-from .._tensors import array_from_binary, binary_chunks, binary_size, shape_text
+from .._serving import ServedModel
+from .._tensors import array_from_binary, binary_chunks, miscount, out_of_range
 from . import inference_pb2 as pb
 
 # The request parameter that asks for outputs in typed contents rather than raw_output_contents.
@@ -57,7 +57,7 @@ def request_parameters(parameters: Mapping[str, pb.InferParameter], where: str) 
     for name, parameter in parameters.items():
         choice = parameter.WhichOneof("parameter_choice")
         if choice is None:
-            raise BadRequest(f"{where}parameter '{name}' has no value")
+            raise BadRequest(f"{where}parameter {quoted(name)} has no value")
         plain[name] = getattr(parameter, choice)
     return plain
 
@@ -69,7 +69,8 @@ def parse_request(body: bytes) -> tuple[pb.ModelInferRequest, Sequence[bytes | m
     into a Python bytes: for a large tensor, two copies of the payload before the model sees it. So the
     top level of a large message is walked here, field by field, and raw_input_contents become views of
     the received bytes; the rest (a few hundred bytes of names, shapes and parameters) is parsed by
-    protobuf as usual. A message that ends early, or holds a field no protobuf encoder writes, is refused.
+    protobuf as usual. Unknown fields, groups among them, are skipped as protobuf skips them; a message that ends
+    early, or holds a wire type protobuf refuses, is refused.
     """
     if len(body) < SPLIT_ABOVE:
         return _parse_message(body), ()
@@ -80,6 +81,27 @@ def parse_request(body: bytes) -> tuple[pb.ModelInferRequest, Sequence[bytes | m
     while position < end:
         start = position
         key, position = _read_varint(body, position)
+        if key & 7 == 2 and key >> 3 == _RAW_INPUT_FIELD:
+            length, position = _read_varint(body, position)
+            position += length
+            if position > end:
+                raise _truncated(start)
+            raw.append(view[position - length : position])
+            continue
+        # Every other field, unknown ones and groups too, goes to protobuf as it came.
+        position = _field_end(body, position, key, start)
+        header.append(view[start:position])
+    return _parse_message(b"".join(header)), raw
+
+
+# protobuf's own limit on nested messages and groups.
+_MAX_GROUP_DEPTH = 100
+
+
+def _field_end(body: bytes, position: int, key: int, start: int) -> int:
+    """Where the field whose `key` ends at `position` ends: any wire type protobuf skips, groups to their end tag."""
+    groups: list[int] = []
+    while True:
         wire = key & 7
         if wire == 0:
             _, position = _read_varint(body, position)
@@ -90,15 +112,28 @@ def parse_request(body: bytes) -> tuple[pb.ModelInferRequest, Sequence[bytes | m
         elif wire == 2:
             length, position = _read_varint(body, position)
             position += length
-            if key >> 3 == _RAW_INPUT_FIELD and position <= end:
-                raw.append(view[position - length : position])
-                continue
+        elif wire == 3:
+            groups.append(key >> 3)
+            if len(groups) > _MAX_GROUP_DEPTH:
+                raise BadRequest(
+                    f"the request is not a valid ModelInferRequest: groups nested too deeply at byte {start}"
+                )
+        elif wire == 4 and groups and groups[-1] == key >> 3:
+            groups.pop()
         else:
-            raise BadRequest(f"the request is not a valid ModelInferRequest: wire type {wire} at byte {start}")
-        if position > end:
-            raise BadRequest(f"the request is not a valid ModelInferRequest: its field at byte {start} is truncated")
-        header.append(view[start:position])
-    return _parse_message(b"".join(header)), raw
+            what = "an end-group tag that closes no open group" if wire == 4 else f"wire type {wire}"
+            raise BadRequest(f"the request is not a valid ModelInferRequest: {what} at byte {start}")
+        if position > len(body):
+            raise _truncated(start)
+        if not groups:
+            return position
+        if position == len(body):
+            raise _truncated(start)
+        key, position = _read_varint(body, position)
+
+
+def _truncated(start: int) -> BadRequest:
+    return BadRequest(f"the request is not a valid ModelInferRequest: its field at byte {start} is truncated")
 
 
 def _parse_message(body: bytes) -> pb.ModelInferRequest:
@@ -129,7 +164,7 @@ class _Input(NamedTuple):
 
 
 def decode_request(
-    request: pb.ModelInferRequest, model: Model, raw: Sequence[bytes | memoryview] = ()
+    request: pb.ModelInferRequest, model: ServedModel, raw: Sequence[bytes | memoryview] = ()
 ) -> tuple[DecodedRequest, bool]:
     """The request as the core takes it, and whether its outputs go back in typed contents.
 
@@ -140,25 +175,32 @@ def decode_request(
     parameters = request_parameters(request.parameters, "") if request.parameters else {}
     typed = parameters.get(TYPED_OUTPUTS, False)
     if not isinstance(typed, bool):
-        raise BadRequest(f"parameter {TYPED_OUTPUTS} must be a boolean, got {typed!r}")
+        raise BadRequest(f"parameter {TYPED_OUTPUTS} must be a boolean, got {_value_text(typed)}")
     requested = _requested(request) if len(request.outputs) else None
     if requested is not None:
         check_outputs(model, requested)
     decoded = DecodedRequest({}, request.id or None, parameters, requested)
+    if model.model.takes_input_parameters:
+        decoded.input_parameters = {
+            item.name: request_parameters(item.tensor.parameters, f"input {quoted(item.name)}: ")
+            for item in inputs
+            if item.tensor.parameters
+        }
 
     if not raw:
         raw = request.raw_input_contents
     if len(raw):
         with_contents = next((item.name for item in inputs if item.tensor.HasField("contents")), None)
         if with_contents is not None:
+            # Triton's words first: clients match on them (its own examples read the error text).
             raise BadRequest(
-                f"input '{with_contents}' has typed contents, but the request has raw_input_contents; "
-                "send every input one way"
+                f"contents field must not be specified when using raw_input_contents for {quoted(with_contents)} "
+                f"for model {quoted(model.name)}; send every input one way"
             )
         if len(raw) != len(inputs):
             raise BadRequest(
                 f"the request has {len(raw)} raw_input_contents for {len(inputs)} inputs; "
-                "raw_input_contents[i] holds inputs[i]"
+                f"raw_input_contents[i] holds inputs[i]{_without_contents(inputs[len(raw) :])}"
             )
         for item, content in zip(inputs, raw, strict=True):
             decoded.inputs[item.name] = _raw_input(item, content)
@@ -166,6 +208,18 @@ def decode_request(
         for item in inputs:
             decoded.inputs[item.name] = _typed_input(item)
     return decoded, typed
+
+
+# Inputs named in a message at most: a request can hold any number, and grpcio sends no status over 16 KiB.
+_MAX_NAMED = 8
+
+
+def _without_contents(inputs: Sequence[_Input]) -> str:
+    if not inputs:
+        return ""
+    names = ", ".join(quoted(item.name) for item in inputs[:_MAX_NAMED])
+    more = f" and {len(inputs) - _MAX_NAMED} more" if len(inputs) > _MAX_NAMED else ""
+    return f"; no raw_input_contents for input{'s' if len(inputs) > 1 else ''} {names}{more}"
 
 
 def _requested(request: pb.ModelInferRequest) -> list[RequestedOutput]:
@@ -176,11 +230,11 @@ def _requested(request: pb.ModelInferRequest) -> list[RequestedOutput]:
         if parameter is not None:
             choice = parameter.WhichOneof("parameter_choice")
             value = parameter.int64_param if choice == "int64_param" else parameter.uint64_param
-            if choice not in ("int64_param", "uint64_param") or value < 1:
-                raise BadRequest(
-                    f"output '{output.name}': parameter classification must be a positive integer "
-                    f"(int64_param), got {_parameter_text(parameter)}"
-                )
+            integer = choice in ("int64_param", "uint64_param")
+            if not integer or value < 1:
+                # An integer as REST would show it; any other choice named, so the client sees its mistake.
+                got = str(value) if integer else _parameter_text(parameter)
+                raise BadRequest(bad_classification(output.name, got))
             classification = value
         requested.append(RequestedOutput(output.name, classification))
     return requested
@@ -188,18 +242,17 @@ def _requested(request: pb.ModelInferRequest) -> list[RequestedOutput]:
 
 def _parameter_text(parameter: pb.InferParameter) -> str:
     choice = parameter.WhichOneof("parameter_choice")
-    return "no value" if choice is None else f"{choice} {getattr(parameter, choice)!r}"
+    return "no value" if choice is None else f"{choice} {_value_text(getattr(parameter, choice))}"
+
+
+def _value_text(value: Any) -> str:
+    # A client's string, quoted and cut as its names are: an error must stay small enough to send.
+    return quoted(value) if isinstance(value, str) else repr(value)
 
 
 def _raw_input(tensor: _Input, content: bytes | memoryview) -> np.ndarray:
-    shape = tensor.shape
-    expected = binary_size(tensor.datatype, shape)
-    if expected is not None and len(content) != expected:
-        raise BadRequest(
-            f"input '{tensor.name}': raw_input_contents holds {len(content)} bytes, but {tensor.datatype} "
-            f"of shape {shape_text(shape)} takes {expected} bytes"
-        )
-    return array_from_binary(tensor.name, tensor.datatype, shape, np.frombuffer(content, dtype=np.uint8))
+    check_binary_size(tensor.name, tensor.datatype, tensor.shape, len(content))
+    return array_from_binary(tensor.name, tensor.datatype, tensor.shape, np.frombuffer(content, dtype=np.uint8))
 
 
 def _typed_input(item: _Input) -> np.ndarray:
@@ -209,18 +262,18 @@ def _typed_input(item: _Input) -> np.ndarray:
     if not tensor.HasField("contents"):
         if count == 0 and field is not None:
             return np.empty(shape, dtype=native_dtype(datatype))
-        raise BadRequest(f"input '{item.name}' has no data: send raw_input_contents or typed contents")
+        raise BadRequest(f"input {quoted(item.name)} has no data: send raw_input_contents or typed contents")
     contents = tensor.contents
     if field is None:
-        raise BadRequest(f"input '{item.name}' is {datatype}, which has no typed contents; send raw_input_contents")
+        raise BadRequest(
+            f"input {quoted(item.name)} is {datatype}, which has no typed contents; send raw_input_contents"
+        )
     others = [descriptor.name for descriptor, _ in contents.ListFields() if descriptor.name != field]
     if others:
-        raise BadRequest(f"input '{item.name}' is {datatype}, whose typed contents are {field}, not {others[0]}")
+        raise BadRequest(f"input {quoted(item.name)} is {datatype}, whose typed contents are {field}, not {others[0]}")
     values: Sequence[Any] = getattr(contents, field)
     if len(values) != count:
-        raise BadRequest(
-            f"input '{item.name}': {field} holds {len(values)} elements, shape {shape_text(shape)} needs {count}"
-        )
+        raise miscount(item.name, len(values), shape)
     if datatype == "BYTES":
         array = np.empty(count, dtype=object)
         array[:] = list(values)
@@ -232,10 +285,7 @@ def _typed_input(item: _Input) -> np.ndarray:
         outside = np.flatnonzero((wide < info.min) | (wide > info.max))
         if outside.size:
             index = int(outside[0])
-            raise BadRequest(
-                f"input '{item.name}': {datatype} element {index} is {int(wide[index])}, "
-                f"out of range [{info.min}, {info.max}]"
-            )
+            raise BadRequest(out_of_range(item.name, datatype, index, int(wide[index]), info.min, info.max))
         return wide.astype(dtype).reshape(shape)
     return np.fromiter(values, dtype, count).reshape(shape)
 
@@ -271,7 +321,7 @@ def _varint(value: int) -> bytes:
 
 
 def encode_response(
-    model: Model,
+    model: ServedModel,
     request: DecodedRequest,
     outputs: list[OutputTensor],
     parameters: dict[str, Any] | None,
@@ -293,7 +343,7 @@ def encode_response(
             field = CONTENTS_FIELD.get(output.datatype)
             if field is None:
                 raise BadRequest(
-                    f"output '{output.name}' is {output.datatype}, which has no typed contents; "
+                    f"output {quoted(output.name)} is {output.datatype}, which has no typed contents; "
                     f"leave {TYPED_OUTPUTS} unset to receive raw_output_contents"
                 )
             getattr(tensor.contents, field).extend(output.array.ravel().tolist())

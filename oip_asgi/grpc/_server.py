@@ -1,16 +1,20 @@
-"""A ``grpc.aio`` server for an `OIPApp`, in the event loop of the ASGI server that runs the app."""
+"""A ``grpc.aio`` server of an app's core (an `OIPApp`'s), in the event loop of the ASGI server that runs the app."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
 
-from .._app import OIPApp
+from .._core import HasCore, ServerCore, core_of
+from .._logging import show_unless_configured
 from . import inference_pb2 as pb
 from ._service import SERVICE, InferenceService
+
+logger = logging.getLogger("oip_asgi.grpc")
 
 DEFAULT_ADDRESS = "127.0.0.1:8001"
 _MAX_MESSAGE = 2**31 - 1  # gRPC's own ceiling: a message's length is an int32
@@ -19,7 +23,7 @@ _FRAMING = 1 << 16
 
 
 def server(
-    app: OIPApp,
+    app: HasCore | ServerCore,
     address: str | None = None,
     *,
     credentials: grpc.ServerCredentials | None = None,
@@ -39,8 +43,9 @@ def server(
     server runs, "inference.GRPCInferenceService" and "readiness" once every model has loaded.
     `reflection` adds server reflection (for grpcurl). `options` are grpcio channel arguments.
     """
+    core = core_of(app)
     if max_message_size is None:
-        max_message_size = min(app.max_body_size + _FRAMING, _MAX_MESSAGE)
+        max_message_size = min(core.max_body_size + _FRAMING, _MAX_MESSAGE)
     if not 0 < max_message_size <= _MAX_MESSAGE:
         raise ValueError(f"max_message_size must be between 1 and {_MAX_MESSAGE} bytes, got {max_message_size}")
     channel_options = [
@@ -49,12 +54,12 @@ def server(
         *options,
     ]
     grpc_server = grpc.aio.server(interceptors=list(interceptors), options=channel_options)
-    grpc_server.add_generic_rpc_handlers([InferenceService(app).handler()])
+    grpc_server.add_generic_rpc_handlers([InferenceService(core).handler()])
     services = [SERVICE]
     if health:
         from ._health import add_health  # grpcio-health-checking, imported only when asked for
 
-        services.append(add_health(grpc_server, app))
+        services.append(add_health(grpc_server, core))
     if reflection:
         _add_reflection(grpc_server, services)
     if address is not None:
@@ -97,7 +102,7 @@ def bind(grpc_server: grpc.aio.Server, address: str, credentials: grpc.ServerCre
 
 @contextlib.asynccontextmanager
 async def serving(
-    app: OIPApp,
+    app: HasCore | ServerCore,
     address: str = DEFAULT_ADDRESS,
     *,
     credentials: grpc.ServerCredentials | None = None,
@@ -119,8 +124,16 @@ async def serving(
     grpc_server = server(app, **options)
     port = bind(grpc_server, address, credentials)
     await grpc_server.start()
-    app.start_loading()
+    show_unless_configured(logger)  # where it listens, as uvicorn says where it does
+    logger.info("oip-asgi gRPC running on %s%s", _bound(address, port), " (TLS)" if credentials else "")
+    core_of(app).start_loading()
     try:
         yield port
     finally:
         await grpc_server.stop(grace)
+
+
+def _bound(address: str, port: int) -> str:
+    """`address` with the port bound in place of the one asked for (0 picks one); a unix socket as it is."""
+    host, colon, asked = address.rpartition(":")
+    return f"{host}:{port}" if colon and asked.isdigit() else address

@@ -1,4 +1,4 @@
-"""``inference.GRPCInferenceService`` for an `OIPApp`: every RPC of the protocol, and Triton's ModelStreamInfer.
+"""``inference.GRPCInferenceService`` on the server core: every RPC of the protocol, and Triton's ModelStreamInfer.
 
 Handlers take and return wire bytes: parsing is theirs, so that a message that does not parse is an
 INVALID_ARGUMENT like any other bad request (grpcio would answer INTERNAL), and an inference response
@@ -8,53 +8,37 @@ is serialized with its raw contents appended straight from the output arrays.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
-from .._app import OIPApp, _log_access
-from .._errors import BadRequest, NotFound, OIPError
-from .._inference import OutputTensor
-from .._statistics import RequestTimes, now
+from .._core import HasCore, ServerCore, core_of
+from .._errors import GRPC_CODES, BadRequest, NotFound, OIPError
+from .._inference import DecodedRequest, OutputTensor
+from .._serving import ServedModel
 from . import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
-
-logger = logging.getLogger("oip_asgi")
 
 SERVICE = "inference.GRPCInferenceService"
 # Requests of one stream in flight at once: later ones wait to be read until the oldest is answered.
 STREAM_WINDOW = 64
 _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
 
-# An error's HTTP status, as the gRPC status that means the same (and that Triton sends for it).
-STATUS_CODES = {
-    400: grpc.StatusCode.INVALID_ARGUMENT,
-    401: grpc.StatusCode.UNAUTHENTICATED,
-    403: grpc.StatusCode.PERMISSION_DENIED,
-    404: grpc.StatusCode.NOT_FOUND,
-    405: grpc.StatusCode.UNIMPLEMENTED,
-    409: grpc.StatusCode.ABORTED,
-    411: grpc.StatusCode.INVALID_ARGUMENT,
-    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    415: grpc.StatusCode.INVALID_ARGUMENT,
-    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    499: grpc.StatusCode.CANCELLED,
-    500: grpc.StatusCode.INTERNAL,
-    501: grpc.StatusCode.UNIMPLEMENTED,
-    503: grpc.StatusCode.UNAVAILABLE,
-    504: grpc.StatusCode.DEADLINE_EXCEEDED,
-}
+# An HTTP status, as the gRPC status that means the same (and that Triton sends for it).
+STATUS_CODES = {status: grpc.StatusCode[name] for status, name in GRPC_CODES.items()}
 
 
 def status_code(error: OIPError) -> grpc.StatusCode:
-    code = STATUS_CODES.get(error.status_code)
-    if code is not None:
-        return code
-    return grpc.StatusCode.INVALID_ARGUMENT if 400 <= error.status_code < 500 else grpc.StatusCode.INTERNAL
+    return grpc.StatusCode[error.grpc_code]
+
+
+async def abort(context: Context, error: OIPError) -> NoReturn:
+    """End the call with `error`'s code and message: how every gRPC handler here fails."""
+    await context.abort(status_code(error), error.message)
+    raise AssertionError("abort returned")  # pragma: no cover  # abort always raises
 
 
 _M = TypeVar("_M", bound=Message)
@@ -68,15 +52,46 @@ def _parse(message_type: type[_M], body: bytes) -> _M:
         raise BadRequest(f"the request is not a valid {message_type.DESCRIPTOR.name}: {exc}") from None
 
 
-def _internal_error() -> OIPError:
-    return OIPError("internal server error; see the server log")
+class _GRPCExchange:
+    """An inference request in a ModelInferRequest: parsed already, its response serialized for grpcio."""
+
+    __slots__ = ("_raw", "_request", "_stream_field", "_typed", "received")
+
+    def __init__(
+        self,
+        request: pb.ModelInferRequest,
+        raw: Sequence[bytes | memoryview],
+        received: int,
+        stream_field: int | None = None,
+    ) -> None:
+        self._request = request
+        self._raw = raw
+        self._stream_field = stream_field
+        self._typed = False
+        self.received = received
+
+    async def decode(self, model: ServedModel) -> DecodedRequest:
+        decoded, self._typed = decode_request(self._request, model, self._raw)
+        return decoded
+
+    def encode(
+        self,
+        model: ServedModel,
+        request: DecodedRequest,
+        outputs: list[OutputTensor],
+        parameters: dict[str, Any] | None,
+    ) -> bytes:
+        return serialize(*encode_response(model, request, outputs, parameters, self._typed), self._stream_field)
+
+    async def send(self, response: bytes) -> int:
+        return len(response)  # grpcio sends what the handler returns
 
 
 class InferenceService:
     """The RPCs of ``inference.GRPCInferenceService`` on `app`'s models, as a grpcio generic handler."""
 
-    def __init__(self, app: OIPApp) -> None:
-        self.app = app
+    def __init__(self, app: HasCore | ServerCore) -> None:
+        self.core = core_of(app)
 
     def handler(self) -> grpc.GenericRpcHandler:
         def parsed(message_type: type[_M], method: Callable[[_M], Awaitable[Message]]) -> Callable[[bytes], Any]:
@@ -104,13 +119,9 @@ class InferenceService:
             try:
                 response = await method(body)
                 return response if isinstance(response, bytes) else response.SerializeToString()
-            except OIPError as exc:
-                error = exc.public(self.app.expose_errors)
-            except Exception:
-                logger.exception("unhandled error serving gRPC %s", name)
-                error = _internal_error()
-            await context.abort(status_code(error), error.message)
-            raise AssertionError("abort returned")  # pragma: no cover  # abort always raises
+            except Exception as exc:
+                error = self.core.answer(exc, f"gRPC {name}")
+            await abort(context, error)
 
         return handle
 
@@ -118,27 +129,22 @@ class InferenceService:
         return pb.ServerLiveResponse(live=True)
 
     async def server_ready(self, request: pb.ServerReadyRequest) -> pb.ServerReadyResponse:
-        ready = self.app.ready
-        if not ready:
-            self.app.start_loading()  # as REST's probe: answer at once, and let loading go on
-        return pb.ServerReadyResponse(ready=ready)
+        return pb.ServerReadyResponse(ready=self.core.server_ready())
 
     async def model_ready(self, request: pb.ModelReadyRequest) -> pb.ModelReadyResponse:
         # Triton answers an unknown model with ready=false, not NOT_FOUND; tritonclient's is_model_ready relies on it.
         try:
-            model = self.app.repository.get(request.name, request.version or None)
-        except NotFound:
+            model = self.core.model(request.name, request.version or None)
+        except (NotFound, BadRequest):
             return pb.ModelReadyResponse(ready=False)
-        if not model.ready:
-            self.app.start_loading()
-        return pb.ModelReadyResponse(ready=model.ready)
+        return pb.ModelReadyResponse(ready=self.core.model_ready(model))
 
     async def server_metadata(self, request: pb.ServerMetadataRequest) -> pb.ServerMetadataResponse:
-        metadata = self.app.server_metadata
+        metadata = self.core.server_metadata
         return pb.ServerMetadataResponse(name=metadata.name, version=metadata.version, extensions=metadata.extensions)
 
     async def model_metadata(self, request: pb.ModelMetadataRequest) -> pb.ModelMetadataResponse:
-        metadata = self.app.model_metadata(self.app.repository.get(request.name, request.version or None))
+        metadata = self.core.model_metadata(self.core.model(request.name, request.version or None))
         tensor = pb.ModelMetadataResponse.TensorMetadata
         return pb.ModelMetadataResponse(
             name=metadata.name,
@@ -150,41 +156,14 @@ class InferenceService:
         )
 
     async def model_infer(self, body: bytes) -> bytes:
-        return await self._infer(*parse_request(body), len(body))
-
-    async def _infer(
-        self,
-        request: pb.ModelInferRequest,
-        raw: Sequence[bytes | memoryview],
-        received: int,
-        stream_field: int | None = None,
-    ) -> bytes:
-        app = self.app
-        model = app.repository.get(request.model_name, request.model_version or None)
-        if not model.ready:
-            await model.ensure_ready()
-        times = RequestTimes(start=now())
-        status, size = 500, 0
-        try:
-            decoded, typed = decode_request(request, model, raw)
-            times.decoded = now()
-
-            def encode(outputs: list[OutputTensor], parameters: dict[str, Any] | None) -> bytes:
-                return serialize(*encode_response(model, decoded, outputs, parameters, typed), stream_field)
-
-            body = await app.infer(model, decoded, times, encode)
-            status, size = 200, len(body)
-            return body
-        except OIPError as error:
-            status = error.status_code
-            raise
-        finally:
-            if app.access_log:
-                _log_access(model, status, received, size, times)
+        request, raw = parse_request(body)
+        return await self.core.infer(
+            request.model_name, request.model_version or None, _GRPCExchange(request, raw, len(body))
+        )
 
     async def model_statistics(self, request: pb.ModelStatisticsRequest) -> pb.ModelStatisticsResponse:
         """Triton's statistics extension: the counts REST serves, field for field."""
-        statistics = self.app.statistics(request.name or None, request.version or None)
+        statistics = self.core.statistics(request.name or None, request.version or None)
         return json_format.ParseDict(statistics, pb.ModelStatisticsResponse())
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
@@ -218,12 +197,10 @@ class InferenceService:
         request = None
         try:
             request, raw = parse_request(body)
-            return await self._infer(request, raw, len(body), _STREAM_RESPONSE_FIELD)
-        except OIPError as exc:
-            error = exc.public(self.app.expose_errors)
-        except Exception:
-            logger.exception("unhandled error serving gRPC ModelStreamInfer")
-            error = _internal_error()
+            exchange = _GRPCExchange(request, raw, len(body), _STREAM_RESPONSE_FIELD)
+            return await self.core.infer(request.model_name, request.model_version or None, exchange)
+        except Exception as exc:
+            error = self.core.answer(exc, "gRPC ModelStreamInfer")
         failed = pb.ModelStreamInferResponse(error_message=error.message)
         if request is not None:  # the id, so that a client matches the error to its request
             failed.infer_response.id = request.id

@@ -1,0 +1,69 @@
+"""MODULE:ATTR to an app, or one line that says why not."""
+
+from __future__ import annotations
+
+import importlib
+import sysconfig
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+from .._app import OIPApp
+from .._models import Model
+
+
+class TargetError(Exception):
+    """MODULE:ATTR cannot be served; the message is the one line the user sees."""
+
+
+def load_target(target: str, *, metrics: bool = False) -> OIPApp:
+    """The app for MODULE:ATTR: a models mapping, a `Model` (served under ATTR's name) or an `OIPApp`.
+
+    `metrics` registers the models' Prometheus metrics, unless ATTR is an app: it chose when built.
+    """
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise TargetError(f"{target!r} is not MODULE:ATTR (for example mymodels:models)")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise TargetError(
+                f"no module named {exc.name!r} (run from the directory that holds it, or name it with --app-dir)"
+            ) from None
+        raise TargetError(f"importing {module_name} failed: {_described(exc)}") from None
+    except Exception as exc:
+        raise TargetError(f"importing {module_name} failed: {_described(exc)}") from None
+    value: Any = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise TargetError(f"module {module_name} has no attribute {attribute!r}") from None
+    try:
+        if isinstance(value, OIPApp):
+            return value
+        if isinstance(value, Model):
+            return OIPApp({attribute.rsplit(".", 1)[-1]: value}, metrics=metrics)
+        if isinstance(value, Mapping):
+            return OIPApp(value, metrics=metrics)
+    except (TypeError, ValueError) as exc:
+        raise TargetError(f"{target}: {exc}") from None
+    kind = "a function" if callable(value) else f"a {type(value).__name__}"
+    raise TargetError(
+        f"{target} is {kind}, not a models mapping, a Model or an OIPApp"
+        + (" (wrap a bare callable: Model(function))" if callable(value) else "")
+    )
+
+
+def _described(exc: BaseException) -> str:
+    """The exception's type and message, and the line of the user's code it came from."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SyntaxError):  # its message names its file and line already
+        return text
+    libraries = tuple({sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")})
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not frame.filename.startswith("<")]
+    theirs = [frame for frame in frames if not frame.filename.startswith(libraries)] or frames
+    if theirs:  # the deepest frame outside the standard library and the installed packages
+        text += f" ({theirs[-1].filename}, line {theirs[-1].lineno})"
+    return text
