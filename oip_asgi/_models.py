@@ -7,6 +7,7 @@ one `Model` may be served by several apps, or under several names.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
@@ -125,6 +126,21 @@ class Model:
         self.is_async = is_async(predict)
         self.takes_parameters = takes_argument(predict, "parameters")
         self.takes_input_parameters = takes_argument(predict, "input_parameters")
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Model:
+        """A model served from a model file: ONNX, scikit-learn, XGBoost, LightGBM or PyTorch (docs/models.md).
+
+        The format comes from the file's extension or content unless given (``"onnx"``, ``"sklearn"``,
+        ``"xgboost"``, ``"lightgbm"``, ``"torch"``). The inputs, outputs, class labels and properties are
+        read from the file; any argument `Model` takes (``name`` defaults to the file's stem) overrides
+        them. The format's own options: ``trusted`` (scikit-learn: ``True`` to load a pickle or joblib
+        file, or the skops types to trust), ``providers`` and ``session_options`` (ONNX), ``device``
+        (PyTorch), and ``lazy=True`` to read the file when the server starts rather than now.
+        """
+        from ._formats import from_file
+
+        return from_file(path, format, options)
 
     def __repr__(self) -> str:
         return f"Model({self.predict!r}, version={self.version!r})"
