@@ -6,6 +6,7 @@ Every model is trained here from the data scikit-learn ships; the config.pbtxt f
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -369,3 +370,18 @@ def test_the_fingerprint_changes_with_the_folder_and_only_then(tmp_path: Path, c
 def test_read_models_are_ordinary_models(tmp_path: Path, classifier: LogisticRegression) -> None:
     skops_file(tmp_path / "iris" / "1" / "model.skops", classifier)
     assert all(isinstance(model, Model) for model in read_model(tmp_path, "iris").versions)
+
+
+def test_the_documented_repository_reads_as_written(tmp_path: Path, classifier: LogisticRegression) -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "repository.md").read_text()
+    examples = dict(re.findall(r"<!-- example: (\S+) -->\n```\w+\n(.*?)```", doc, re.DOTALL))
+    assert set(examples) == {"double/1/model.py", "iris/config.pbtxt"}
+    for name, text in examples.items():
+        put(tmp_path / name, text)
+    put(tmp_path / "iris" / "species.txt", "\n".join(SPECIES))
+    for version in ("1", "3"):
+        skops_file(tmp_path / "iris" / version / "model.skops", classifier)
+    assert model_names(tmp_path) == ["double", "iris"]
+    assert [model.version for model in read_model(tmp_path, "iris").versions] == ["1", "3"]
+    (double,) = read_model(tmp_path, "double").versions
+    np.testing.assert_array_equal(double.predict(x=np.array([2]))["y"], [4])
