@@ -20,6 +20,7 @@ from sklearn.linear_model import LogisticRegression
 
 from oip_asgi import Model
 from oip_asgi._model_directory import RepositoryError, fingerprint, model_names, read_model
+from oip_asgi._model_directory.kserve import storage_repository
 
 IRIS_X, IRIS_Y = load_iris(return_X_y=True)
 SPECIES = ["setosa", "versicolor", "virginica"]
@@ -385,3 +386,52 @@ def test_the_documented_repository_reads_as_written(tmp_path: Path, classifier: 
     assert [model.version for model in read_model(tmp_path, "iris").versions] == ["1", "3"]
     (double,) = read_model(tmp_path, "double").versions
     np.testing.assert_array_equal(double.predict(x=np.array([2]))["y"], [4])
+
+
+# KServe: what its storage initializer puts at /mnt/models, as a repository (oip_asgi._model_directory.kserve)
+
+
+def test_kserve_bare_model_files_are_one_model_named_as_the_inference_service(
+    tmp_path: Path, classifier: LogisticRegression
+) -> None:
+    mounted = skops_file(tmp_path / "mnt" / "models" / "model.skops", classifier).parent
+    repository = storage_repository(mounted, "sklearn-iris", tmp_path / "scratch")
+    assert model_names(repository) == ["sklearn-iris"]
+    (model,) = read_model(repository, "sklearn-iris").versions
+    assert (model.name, model.version) == ("sklearn-iris", "1")
+    assert storage_repository(mounted, "sklearn-iris", tmp_path / "scratch") == repository  # a restart lays it again
+
+
+def test_kserve_a_pickle_loads_where_the_runtime_trusts_them(tmp_path: Path, classifier: LogisticRegression) -> None:
+    (tmp_path / "mnt").mkdir()
+    joblib.dump(classifier, tmp_path / "mnt" / "model.joblib")
+    untrusted = storage_repository(tmp_path / "mnt", "iris", tmp_path / "untrusted")
+    with pytest.raises(RepositoryError, match="pickle"):
+        read_model(untrusted, "iris")
+    trusted = storage_repository(tmp_path / "mnt", "iris", tmp_path / "trusted", trusted=True)
+    (model,) = read_model(trusted, "iris").versions
+    np.testing.assert_array_equal(model.predict(**{"input-0": IRIS_X[:3]})["predict"], classifier.predict(IRIS_X[:3]))
+
+
+def test_kserve_one_models_folder_is_served_under_the_inference_services_name(
+    tmp_path: Path, classifier: LogisticRegression
+) -> None:
+    mounted = tmp_path / "mnt"
+    skops_file(mounted / "2" / "model.skops", classifier)
+    put(mounted / "config.pbtxt", 'backend: "sklearn"')
+    repository = storage_repository(mounted, "flowers", tmp_path / "scratch")
+    read = read_model(repository, "flowers")
+    assert [model.version for model in read.versions] == ["2"]
+    assert read.config is not None and read.config["name"] == "flowers"
+
+
+def test_kserve_a_repository_is_served_as_it_is(tmp_path: Path, classifier: LogisticRegression) -> None:
+    mounted = tmp_path / "mnt"
+    skops_file(mounted / "iris" / "1" / "model.skops", classifier)
+    put(mounted / "double" / "1" / "model.py", MODEL_PY_CALLABLE)
+    assert storage_repository(mounted, "ignored", tmp_path / "scratch") == mounted
+    assert model_names(mounted) == ["double", "iris"]
+    for empty in (tmp_path / "empty", tmp_path / "absent"):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        with pytest.raises(ValueError, match=str(empty)):
+            storage_repository(empty, "iris", tmp_path / "scratch")
