@@ -30,8 +30,13 @@ class Spec:
     needs_libpython_path: bool = False
 
 
-OURS_REQUIREMENTS = (f"-e {ROOT}[examples]", "uvloop", "httptools")
+# W9 serves the same model files everywhere: a joblib pickle loads only under the scikit-learn that wrote it,
+# so every environment that loads or trains one gets the same release (the one mlserver-sklearn 1.7.1 resolves).
+MODEL_FILE_PINS = ("scikit-learn==1.9.1", "xgboost==3.2.0", "onnxruntime==1.32.0")
+# skl2onnx exports W9's MLP; the files are trained in this environment (bench/w9_files.py).
+OURS_REQUIREMENTS = (f"-e {ROOT}[examples,onnx,sklearn]", "uvloop", "httptools", "skl2onnx", *MODEL_FILE_PINS)
 UVICORN_STACK = ("starlette", "uvicorn", "uvloop", "httptools")
+MODEL_FILE_LIBRARIES = ("scikit-learn", "xgboost", "xgboost-cpu", "onnxruntime")
 SPECS = {
     "ours": Spec(
         name="ours",
@@ -39,7 +44,7 @@ SPECS = {
         requirements=OURS_REQUIREMENTS,
         app="ours_app.py",
         imports="import oip_asgi",
-        distributions=("oip-asgi", "msgspec", "orjson", "pysimdjson", "numpy", *UVICORN_STACK),
+        distributions=("oip-asgi", "msgspec", "orjson", "pysimdjson", "numpy", *UVICORN_STACK, *MODEL_FILE_LIBRARIES),
     ),
     "floor": Spec(
         name="floor",
@@ -53,11 +58,19 @@ SPECS = {
     "mlserver": Spec(
         name="mlserver",
         env="mlserver",
-        requirements=("mlserver==1.7.1",),
+        requirements=("mlserver==1.7.1", "mlserver-sklearn==1.7.1", "mlserver-xgboost==1.7.1", *MODEL_FILE_PINS[:2]),
         app="mlserver_app.py",
         extra_ports=("--grpc-port", "--metrics-port"),
         imports="import mlserver",
-        distributions=("mlserver", "fastapi", "numpy", *UVICORN_STACK),
+        distributions=(
+            "mlserver",
+            "mlserver-sklearn",
+            "mlserver-xgboost",
+            "fastapi",
+            "numpy",
+            *UVICORN_STACK,
+            *MODEL_FILE_LIBRARIES,
+        ),
     ),
     "kserve": Spec(
         name="kserve",
@@ -71,11 +84,11 @@ SPECS = {
     "pytriton": Spec(
         name="pytriton",
         env="pytriton",
-        requirements=("nvidia-pytriton==0.7.0",),
+        requirements=("nvidia-pytriton==0.7.0", MODEL_FILE_PINS[2]),
         app="pytriton_app.py",
         extra_ports=("--grpc-port", "--metrics-port"),
         imports="import pytriton.triton",
-        distributions=("nvidia-pytriton", "tritonclient", "numpy"),
+        distributions=("nvidia-pytriton", "tritonclient", "numpy", "onnxruntime"),
         needs_libpython_path=True,
     ),
 }

@@ -27,6 +27,8 @@ LOAD_CORE = 1
 MIN_REQUESTS = 10
 LONG_RUN_SECONDS = 20.0
 MLP_WORKLOADS = ("W8", "W8u")
+W9_SERVERS = ("ours", "mlserver", "pytriton")
+W9_FILES = Path(__file__).resolve().parent / "w9_files.py"
 BATCH_ROWS = 32  # ours' max_batch_size in W8 (apps/ours_app.py)
 
 
@@ -177,6 +179,8 @@ def make_server(name: str, target: Target, bodies: Bodies, settings: Settings) -
         command += ["--fixed-response", str(bodies.fixed_response)]
     if name in workloads.BATCHING_SERVERS and any(key in settings.only for key in MLP_WORKLOADS):
         command += ["--mlp-weights", str(bodies.mlp_weights)]
+    if name in W9_SERVERS and bodies.w9_files is not None:
+        command += ["--w9-files", str(bodies.w9_files)]
     return procs.Server(name, command, port, settings.results / "raw" / "logs" / f"{name}.log", target.env)
 
 
@@ -193,9 +197,42 @@ def measure_batch_call(target: Target, bodies: Bodies, run: Run) -> None:
     print(f"  ours      W8 one MLP call on {BATCH_ROWS} rows in-process: {call_ms * 1000:.1f} us", flush=True)
 
 
+def train_w9_files(python: Path, directory: Path) -> Path:
+    """W9's model files, trained once (in the `ours` environment, which has every library) and then reused."""
+    if not (directory / "expected.npz").exists():
+        print(f"training W9's model files into {directory}", flush=True)
+        done = subprocess.run(
+            [str(python), str(W9_FILES), "train", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"cannot train W9's model files: {done.stderr.strip()[-1000:]}")
+    return directory
+
+
+def measure_library_calls(target: Target, bodies: Bodies, run: Run) -> None:
+    """W9's overhead target subtracts the library's own call: CPU per call on [1,100] in-process, on core 0."""
+    assert bodies.w9_files is not None
+    command = ["taskset", "-c", str(SERVER_CORE), str(target.python), str(W9_FILES), "time", str(bodies.w9_files)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        run.fail("ours", "W9.library_call", done.stderr.strip()[-300:])
+        return
+    times = json.loads(done.stdout)["call_ms"]
+    for letter, (kind, *_) in workloads.W9_KINDS.items():
+        run.add("ours", f"W9{letter}1.call_ms", times[kind])
+    print("  ours      W9 one library call on [1,100] in-process: "
+          + ", ".join(f"{kind} {ms * 1000:.1f} us" for kind, ms in times.items()), flush=True)  # fmt: skip
+
+
 def measure_server(name: str, target: Target, bodies: Bodies, settings: Settings, wrk: str, run: Run) -> None:
     if name == "ours" and "W8" in settings.only:
         measure_batch_call(target, bodies, run)
+    if name == "ours" and bodies.w9_files is not None:
+        measure_library_calls(target, bodies, run)
     server = make_server(name, target, bodies, settings)
     server.start(SERVER_CORE)
     try:
@@ -217,6 +254,12 @@ def measure_server(name: str, target: Target, bodies: Bodies, settings: Settings
                 continue
             if not server.alive():
                 run.fail(name, workload.key, "server died")
+                continue
+            try:
+                # A server may load its models one by one (PyTriton does): wait for this workload's own.
+                server.wait_until(path.removesuffix("/infer") + "/ready", time.perf_counter() + 120)
+            except (RuntimeError, TimeoutError) as exc:
+                run.fail(name, workload.key, f"model not ready: {exc}")
                 continue
             error = validate(name, server.port, path, workload, bodies)
             if error:
@@ -277,6 +320,8 @@ def main(argv: list[str]) -> None:
     if unknown:
         parser.error(f"unknown servers {sorted(unknown)}; choose from {', '.join(envs.ORDER)}")
     only = args.workloads.split(",")
+    if "W9" in only:
+        only += workloads.W9_KEYS  # W9 is one workload per file kind and request size
     if "W8" in only and "W8u" not in only:
         only.append("W8u")  # W8's targets compare ours batched with ours unbatched: one comes with the other
     settings = Settings(
@@ -295,7 +340,13 @@ def main(argv: list[str]) -> None:
     wrk = loadgen.ensure_wrk()
     run = Run()
     targets = prepare(settings, run)
-    bodies = workloads.build(settings.results / "raw" / "bodies")
+    body_folder = settings.results / "raw" / "bodies"
+    w9_files = None
+    if any(key in settings.only for key in workloads.W9_KEYS):
+        # Trained with ours' libraries; MLServer's and PyTriton's environments pin the same releases (envs.py).
+        ours = targets.get("ours")
+        w9_files = train_w9_files(ours.python if ours else envs.venv_python("ours"), body_folder / "w9")
+    bodies = workloads.build(body_folder, w9_files=w9_files)
     versions = {name: envs.versions(t.python, t.spec.distributions) for name, t in targets.items()}
     started = time.time()
 

@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from workloads import W9_KINDS, W9_ROWS
+
 Samples = Mapping[str, Mapping[str, Sequence[float]]]  # server -> metric -> one value per round
 Medians = dict[str, dict[str, float]]
 
@@ -51,7 +53,30 @@ METRICS = (
     Metric("W8u.cpu_ms_c64", "W8u ours unbatched: server CPU ms/request (c=64)", True, headline=False),
     Metric("W8.batch_call_ms", "W8 one MLP call on 32 rows, in-process (ms)", True, headline=False),
 )
+
+
+def _w9_metrics() -> tuple[Metric, ...]:
+    found = []
+    for letter, (kind, *_) in W9_KINDS.items():
+        for rows in W9_ROWS:
+            key, what = f"W9{letter}{rows}", f"W9 {kind} [{rows},100]"
+            found += [
+                Metric(f"{key}.rps_c1", f"{what}: req/s (c=1)", False, headline=False),
+                Metric(f"{key}.rps_c16", f"{what}: req/s (c=16)", False),
+                Metric(f"{key}.cpu_ms_c1", f"{what}: server CPU ms/request (c=1)", True, headline=False),
+                Metric(f"{key}.cpu_ms_c16", f"{what}: server CPU ms/request (c=16)", True, headline=False),
+            ]
+        found.append(
+            Metric(
+                f"W9{letter}1.call_ms", f"W9 {kind}: one library call on [1,100], in-process (ms)", True, headline=False
+            )
+        )
+    return tuple(found)
+
+
+METRICS += _w9_metrics()
 PEERS = ("mlserver", "kserve", "pytriton")
+W9_OVERHEAD_US = 60
 MAX_BATCH_DELAY_MS = 2.0  # ours' in W8 (apps/ours_app.py)
 
 
@@ -162,6 +187,25 @@ def targets(samples: Samples, classification_source: str | None) -> list[Target]
         samples, "W8.p99_ms_c64", "W8.batch_call_ms", lambda p99, call: p99 / (MAX_BATCH_DELAY_MS + 2 * call)
     )
     check("W8 p99 / (max_batch_delay + 2 x one 32-row call) <= 1", bound, 1, True)
+    # Issue 20's W9: model files against the peer that serves each kind (MLServer's runtimes; PyTriton for ONNX).
+    for letter, (kind, _, _, _, servers) in W9_KINDS.items():
+        peer = servers[-1]
+        for rows in W9_ROWS:
+            key, what = f"W9{letter}{rows}", f"W9 {kind} [{rows},100]"
+            check(f"{what} req/s at c=16 >= 2x {peer}", ratio(samples, f"{key}.rps_c16", peer), 2, False)
+            for c in (1, 16):
+                check(
+                    f"{what} CPU/request at c={c} <= 0.5x {peer}", ratio(samples, f"{key}.cpu_ms_c{c}", peer), 0.5, True
+                )
+        overhead_ms = within_ours(samples, f"W9{letter}1.cpu_ms_c1", f"W9{letter}1.call_ms", operator.sub)
+        overhead_us = None if overhead_ms is None else overhead_ms * 1000
+        check(
+            f"W9 {kind} [1,100] CPU/request at c=1 - library call <= {W9_OVERHEAD_US} us",
+            overhead_us,
+            W9_OVERHEAD_US,
+            True,
+            " us",
+        )
     if classification_source is not None:
         # A static look at the core: partial selection (np.partition / np.argpartition) must be there.
         partial = "partition(" in classification_source

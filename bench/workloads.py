@@ -193,10 +193,14 @@ class Bodies:
     fixed_response: Path
     w4: Workload
     mlp_weights: Path
+    w9_files: Path | None = None
 
 
-def build(directory: Path, w4_elements: int = 16 * 1024 * 1024) -> Bodies:
-    """Write every request body under `directory` (same seed, same bytes on every run)."""
+def build(directory: Path, w4_elements: int = 16 * 1024 * 1024, w9_files: Path | None = None) -> Bodies:
+    """Write every request body under `directory` (same seed, same bytes on every run).
+
+    `w9_files` is the folder `w9_files.py train` wrote (W9's model files, requests and expected answers).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(SEED)
     workloads: dict[str, Workload] = {}
@@ -326,6 +330,10 @@ def build(directory: Path, w4_elements: int = 16 * 1024 * 1024) -> Bodies:
     add(w8_workload, body)
     add(replace(w8_workload, key="W8u", title="the same, unbatched", model="mlp_unbatched", servers=("ours",)), body)
 
+    if w9_files is not None:
+        for workload, body in w9_workloads(directory, w9_files):
+            add(workload, body)
+
     # W4 is one request, sent by the harness itself rather than wrk; its array is written in slices.
     w4_path = directory / "w4.bin"
     w4_rng = np.random.default_rng(SEED + 4)
@@ -356,7 +364,7 @@ def build(directory: Path, w4_elements: int = 16 * 1024 * 1024) -> Bodies:
         (1,),
         floor_model="echo",
     )
-    return Bodies(workloads, fixed_path, w4, directory / MLP_WEIGHTS)
+    return Bodies(workloads, fixed_path, w4, directory / MLP_WEIGHTS, w9_files)
 
 
 def check_w4(workload: Workload, headers: dict[str, str], body: bytes, sent: bytes) -> str | None:
@@ -370,3 +378,62 @@ def check_w4(workload: Workload, headers: dict[str, str], body: bytes, sent: byt
     if len(buffers) != 1:
         return "output is not binary"
     return None if buffers[0] == raw else "binary data differs from the input"
+
+
+# W9: one model file per kind, each served by ours and by the peer that runs that kind of file. The
+# tabular files are asked for `predict_proba` alone, which MLServer's runtimes then compute alone.
+W9_KINDS = {
+    "s": ("sklearn", "HistGradientBoostingClassifier (joblib)", "input-0", ["predict_proba"], ("ours", "mlserver")),
+    "x": ("xgboost", "XGBClassifier (JSON)", "input-0", ["predict_proba"], ("ours", "mlserver")),
+    "o": ("onnx", "MLP exported by skl2onnx (ONNX)", "X", [], ("ours", "pytriton")),
+}
+W9_ROWS = (1, 64)
+W9_KEYS = tuple(f"W9{letter}{rows}" for letter in W9_KINDS for rows in W9_ROWS)
+
+
+def w9_workloads(directory: Path, files: Path) -> list[tuple[Workload, bytes]]:
+    found = []
+    with np.load(files / "requests.npz") as requests, np.load(files / "expected.npz") as expected:
+        for letter, (kind, title, input_name, outputs, servers) in W9_KINDS.items():
+            for rows in W9_ROWS:
+                x = requests[f"x{rows}"]
+                wanted = {
+                    key.split(".", 1)[1]: expected[key] for key in expected.files if key.startswith(f"{kind}{rows}.")
+                }
+                requested = "" if not outputs else ',"outputs":[' + ",".join(f'{{"name":"{o}"}}' for o in outputs) + "]"
+                key = f"W9{letter}{rows}"
+                workload = Workload(
+                    key,
+                    f"{title}, JSON FP32 [{rows},100]",
+                    f"w9_{kind}",
+                    directory / f"{key.lower()}.json",
+                    JSON,
+                    None,
+                    x.nbytes,
+                    check_library_answer(wanted),
+                    (1, 16),
+                    servers=servers,
+                )
+                found.append((workload, json_request(input_name, x, requested)))
+    return found
+
+
+def check_library_answer(expected: dict[str, np.ndarray]) -> Callable[[dict[str, str], bytes], str | None]:
+    """Every output the library returned, by name, of its shape and equal to its values up to float rounding."""
+
+    def check(headers: dict[str, str], body: bytes) -> str | None:
+        document, _ = split_response(headers, body)
+        outputs = {output.get("name"): output for output in document.get("outputs") or [] if isinstance(output, dict)}
+        if set(outputs) != set(expected):
+            return f"expected outputs {sorted(expected)}, got {sorted(map(str, outputs))}"
+        for name, array in expected.items():
+            output = outputs[name]
+            if output.get("shape") != list(array.shape):
+                return f"{name}: expected shape {list(array.shape)}, got {output.get('shape')}"
+            got = np.asarray(output.get("data"), dtype=np.float64).reshape(array.shape)
+            # FP32 results travel as JSON numbers (a peer may widen them to FP64): equal within float32 rounding.
+            if not np.allclose(got, array.astype(np.float64), rtol=1e-6, atol=1e-7):
+                return f"{name} differs from the library's: {got.ravel()[:4]} against {array.ravel()[:4]}"
+        return None
+
+    return check

@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--grpc-port", type=int, required=True)
     parser.add_argument("--metrics-port", type=int, required=True)
     parser.add_argument("--mlp-weights", type=Path)
+    parser.add_argument("--w9-files", type=Path, help="W9: serve each model-settings.json under DIR/mlserver/")
     args = parser.parse_args()
     settings = Settings(
         host="127.0.0.1",
@@ -79,6 +80,10 @@ def main() -> None:
                 max_batch_time=0.002,
             )
         )
+    if args.w9_files is not None:
+        # MLServer's own runtimes (mlserver_sklearn.SKLearnModel, mlserver_xgboost.XGBoostModel) on the same files.
+        for path in sorted((args.w9_files / "mlserver").glob("*/model-settings.json")):
+            models.append(ModelSettings.model_validate_json(path.read_text()))
     asyncio.run(MLServer(settings).start(models))
 
 

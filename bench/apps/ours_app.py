@@ -39,15 +39,33 @@ def mlp_models(weights: Path) -> dict[str, Model]:
     return {"mlp": Model(predict, **specs, **BATCHING), "mlp_unbatched": Model(predict, **specs)}
 
 
+def file_models(files: Path) -> dict[str, Model]:
+    """W9: the model files as `Model.from_file` serves them; the tabular ones declare the one output asked for."""
+    return {
+        # Declared FP32 (the file says FP64, as scikit-learn computes): the requests are FP32 for every server.
+        "w9_sklearn": Model.from_file(
+            files / "hgb.joblib",
+            trusted=True,
+            inputs=[TensorSpec("input-0", "FP32", [-1, 100])],
+            outputs=[TensorSpec("predict_proba", "FP64", [-1, 2])],
+        ),
+        "w9_xgboost": Model.from_file(files / "xgb.json", outputs=[TensorSpec("predict_proba", "FP32", [-1, 2])]),
+        "w9_onnx": Model.from_file(files / "mlp.onnx"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--mlp-weights", type=Path)
+    parser.add_argument("--w9-files", type=Path)
     args = parser.parse_args()
     app = Starlette()
     models: dict[str, Any] = {"identity": identity, "identity_sync": identity_sync, "identity_bytes": identity}
     if args.mlp_weights is not None:
         models.update(mlp_models(args.mlp_weights))
+    if args.w9_files is not None:
+        models.update(file_models(args.w9_files))
     oip_asgi.mount(app, models, path="/v2")
     serve(app, args.port)
 

@@ -44,12 +44,35 @@ def bind_mlp(triton: Triton, weights: Path) -> None:
     )
 
 
+def bind_onnx(triton: Triton, file: Path) -> None:
+    """W9: the ONNX MLP in an onnxruntime session inside the bound function, one request per call."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(file), providers=["CPUExecutionProvider"])
+    names = [output.name for output in session.get_outputs()]
+
+    def infer(requests: list[Any]) -> list[dict[str, npt.NDArray[Any]]]:
+        return [dict(zip(names, session.run(None, {"X": request["X"]}), strict=True)) for request in requests]
+
+    triton.bind(
+        model_name="w9_onnx",
+        infer_func=infer,
+        inputs=[Tensor(name="X", dtype=np.float32, shape=(-1, 100))],
+        outputs=[
+            Tensor(name="label", dtype=np.int64, shape=(-1,)),
+            Tensor(name="probabilities", dtype=np.float32, shape=(-1, 2)),
+        ],
+        config=ModelConfig(batching=False),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--grpc-port", type=int, required=True)
     parser.add_argument("--metrics-port", type=int, required=True)
     parser.add_argument("--mlp-weights", type=Path)
+    parser.add_argument("--w9-files", type=Path)
     # PyTriton 0.7 puts Triton's statistics behind an access token by default; perf_analyzer reads them.
     parser.add_argument("--open-statistics", action="store_true", help="serve statistics without PyTriton's token")
     args = parser.parse_args()
@@ -78,6 +101,8 @@ def main() -> None:
             )
         if args.mlp_weights is not None:
             bind_mlp(triton, args.mlp_weights)
+        if args.w9_files is not None:
+            bind_onnx(triton, args.w9_files / "mlp.onnx")
         triton.run()
         # Triton.serve() only notices SIGINT at its monitoring period; stop on SIGTERM/SIGINT at once.
         stop = threading.Event()
