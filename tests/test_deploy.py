@@ -21,6 +21,7 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 from oip_asgi import __version__  # noqa: E402
 from oip_asgi._cli import parser  # noqa: E402
+from oip_asgi._formats import FORMATS  # noqa: E402
 
 from ._servers import HOST, ROOT, free_port, serving, triton_round_trip  # noqa: E402
 
@@ -50,14 +51,13 @@ def kserve_errors(manifest: dict[str, Any]) -> list[str]:
     return [f"{error.json_path}: {error.message}" for error in validator.iter_errors(manifest)]
 
 
-def runtime() -> dict[str, Any]:
-    (found,) = [m for m in manifests().values() if m["kind"] == "ServingRuntime"]
-    return found
+def runtime(file: str = "servingruntime.yaml") -> dict[str, Any]:
+    """The runtime for the image's own models, or (servingruntime-models.yaml) the one for model files."""
+    return manifests()[f"{file}#0"]
 
 
-def inference_service() -> dict[str, Any]:
-    (found,) = [m for m in manifests().values() if m["kind"] == "InferenceService"]
-    return found
+def inference_service(file: str = "inferenceservice.yaml") -> dict[str, Any]:
+    return manifests()[f"{file}#0"]
 
 
 def runtime_pod(runtime: dict[str, Any]) -> dict[str, Any]:
@@ -75,8 +75,14 @@ def kubernetes_errors(resource: dict[str, Any]) -> list[str]:
     return []
 
 
-def test_the_manifests_are_a_runtime_and_a_service_using_it() -> None:
-    assert sorted(m["kind"] for m in manifests().values()) == ["InferenceService", "ServingRuntime"]
+def test_the_manifests_are_two_runtimes_and_a_service_using_each() -> None:
+    kinds = {name: manifest["kind"] for name, manifest in manifests().items()}
+    assert kinds == {
+        "inferenceservice.yaml#0": "InferenceService",
+        "inferenceservice-sklearn.yaml#0": "InferenceService",
+        "servingruntime.yaml#0": "ServingRuntime",
+        "servingruntime-models.yaml#0": "ServingRuntime",
+    }
 
 
 @pytest.mark.parametrize("name", list(manifests()))
@@ -84,8 +90,9 @@ def test_manifest_is_valid_for_kserve(name: str) -> None:
     assert kserve_errors(manifests()[name]) == []
 
 
-def test_runtime_pod_is_valid_for_kubernetes() -> None:
-    assert kubernetes_errors(runtime_pod(runtime())) == []
+@pytest.mark.parametrize("file", ["servingruntime.yaml", "servingruntime-models.yaml"])
+def test_runtime_pod_is_valid_for_kubernetes(file: str) -> None:
+    assert kubernetes_errors(runtime_pod(runtime(file))) == []
 
 
 def broken(change: str) -> dict[str, Any]:
@@ -191,3 +198,31 @@ def grpc_round_trip(address: str) -> None:
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), 2 * a)
     finally:
         client.close()
+
+
+# The runtime for model files: KServe with no code
+
+
+def test_the_models_runtime_declares_the_formats_we_read() -> None:
+    formats = {form["name"]: form for form in runtime("servingruntime-models.yaml")["spec"]["supportedModelFormats"]}
+    # KServe's names for the formats Model.from_file reads (PyTorch is KServe's "pytorch").
+    assert set(formats) == {"pytorch" if name == "torch" else name for name in FORMATS}
+    built = set(re.findall(r"EXTRAS=([\w,]+)", (KSERVE / "servingruntime-models.yaml").read_text())[0].split(","))
+    for name, form in formats.items():
+        assert form["autoSelect"] is ({"pytorch": "torch"}.get(name, name) in built), name
+
+
+def test_a_sklearn_inference_service_selects_the_models_runtime_by_its_format_alone() -> None:
+    model = inference_service("inferenceservice-sklearn.yaml")["spec"]["predictor"]["model"]
+    assert "runtime" not in model and model["storageUri"]
+    selecting = [
+        manifest["metadata"]["name"]
+        for manifest in manifests().values()
+        if manifest["kind"] == "ServingRuntime"
+        and any(
+            form["name"] == model["modelFormat"]["name"] and form.get("autoSelect")
+            for form in manifest["spec"]["supportedModelFormats"]
+        )
+    ]
+    assert selecting == ["oip-asgi-models"]
+    assert model["protocolVersion"] in runtime("servingruntime-models.yaml")["spec"]["protocolVersions"]
