@@ -435,3 +435,26 @@ def test_kserve_a_repository_is_served_as_it_is(tmp_path: Path, classifier: Logi
         (tmp_path / "empty").mkdir(exist_ok=True)
         with pytest.raises(ValueError, match=str(empty)):
             storage_repository(empty, "iris", tmp_path / "scratch")
+
+
+def test_reading_a_model_py_leaves_its_folder_as_it_was(tmp_path: Path) -> None:
+    put(tmp_path / "double" / "1" / "model.py", MODEL_PY_CALLABLE)
+    before = fingerprint(tmp_path, "double")
+    read_model(tmp_path, "double")
+    assert fingerprint(tmp_path, "double") == before  # no __pycache__: poll mode would take it for a change
+    put(tmp_path / "double" / "1" / "model.py", MODEL_PY_CALLABLE.replace("* 2", "* 3"))
+    (model,) = read_model(tmp_path, "double").versions
+    np.testing.assert_array_equal(model.predict(x=np.array([1.0]))["y"], [3.0])  # the new source, never stale
+
+
+def test_the_example_repository_reads_without_warnings_and_answers() -> None:
+    root = Path(__file__).parent.parent / "examples" / "repository"
+    assert model_names(root) == ["animals", "simple"]
+    animals, simple = (read_model(root, name) for name in ("animals", "simple"))
+    assert animals.warnings == simple.warnings == []
+    a = np.arange(32, dtype=np.int32).reshape(2, 16)
+    answer = simple.versions[0].predict(INPUT0=a, INPUT1=a)
+    np.testing.assert_array_equal(answer["OUTPUT0"], 2 * a)
+    (model,) = animals.versions
+    assert (model.max_batch_size, model.labels_for("SCORES")) == (32, ["cat", "dog", "bird"])
+    assert np.argmax(model.predict(FEATURES=np.array([[0, 0, 0, 1]], dtype=np.float32))) == 2  # bird

@@ -9,8 +9,8 @@ calls `read_model` off the event loop and serves what it returns.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,14 +242,15 @@ def _trusted(value: str) -> bool | list[str]:
 def _python_model(file: Path, declared: Mapping[str, Any]) -> Model:
     """``model`` from a version's model.py: a `Model` (what the config declares wins) or a callable."""
     # One module per model version, replaced on reload, so that pickling and dataclasses find it by name.
+    # Compiled from the source each time: no __pycache__ written into the repository (poll mode would see
+    # a change), and no stale bytecode for a model.py rewritten within its file system's mtime resolution.
     module_name = f"oip_asgi_repository.{declared['name']}.{declared['version']}"
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    if spec is None or spec.loader is None:
-        raise RepositoryError(f"cannot import {file}")
-    module = importlib.util.module_from_spec(spec)
+    module = types.ModuleType(module_name)
+    module.__file__ = str(file)
+    code = compile(file.read_bytes(), str(file), "exec")
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(code, module.__dict__)
     except BaseException:
         del sys.modules[module_name]
         raise
