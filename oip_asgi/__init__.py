@@ -16,6 +16,7 @@ from ._errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
+from ._model_control import ModelRepository
 from ._models import Model, ModelsArgument, Predict, TensorSpec
 from ._result import Result
 from ._version import __version__
@@ -47,6 +48,7 @@ __all__ = [
     "Model",
     "ModelError",
     "ModelNotReady",
+    "ModelRepository",
     "ModelsArgument",
     "NotFound",
     "OIPApp",

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import os
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
+import msgspec
 from starlette.types import Message, Receive, Scope, Send
 
 from ._body import BodyReader
 from ._core import DEFAULT_MAX_BODY_SIZE, ServerCore
-from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound
+from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, quoted
 from ._inference import DecodedRequest, OutputTensor
+from ._model_control import ModelRepository
 from ._models import ModelsArgument
 from ._openapi import OpenAPI
 from ._paths import route_path
 from ._responses import JSON, OCTET_STREAM, choose_encoding, inference_response, send_error, send_json, send_response
 from ._rest_request import read_request
+from ._schemas import ModelControlRequest, RepositoryIndexRequest
 from ._serving import ServedModel
 from ._workers import DEFAULT_MAX_THREADS
 
@@ -32,6 +38,7 @@ _INFERENCE_HEADERS = frozenset(
     [b"content-length", b"content-encoding", b"inference-header-content-length", b"accept-encoding"]
 )
 
+Body = TypeVar("Body", bound=msgspec.Struct)
 Endpoint = Callable[[Scope, Receive, Send, "re.Match[str]"], Awaitable[None]]
 
 
@@ -61,6 +68,7 @@ class AppOptions(TypedDict, total=False):
     metrics: bool | CollectorRegistry
     tracing: bool
     access_log: bool
+    model_repository: ModelRepository | str | os.PathLike[str] | None
 
 
 class OIPApp:
@@ -72,7 +80,7 @@ class OIPApp:
 
     def __init__(
         self,
-        models: ModelsArgument,
+        models: ModelsArgument | None = None,
         *,
         name: str = "oip-asgi",
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
@@ -82,9 +90,10 @@ class OIPApp:
         metrics: bool | CollectorRegistry = False,
         tracing: bool = False,
         access_log: bool = False,
+        model_repository: ModelRepository | str | os.PathLike[str] | None = None,
     ) -> None:
         self.core = ServerCore(
-            models,
+            {} if models is None else models,
             name=name,
             max_body_size=max_body_size,
             expose_errors=expose_errors,
@@ -92,6 +101,7 @@ class OIPApp:
             metrics=metrics,
             tracing=tracing,
             access_log=access_log,
+            model_repository=model_repository,
         )
         self.max_json_size = min(max_json_size, max_body_size)
         self._openapi = OpenAPI(self.core)
@@ -108,6 +118,10 @@ class OIPApp:
             Route(_MODEL + r"/ready/?", {"GET": self._model_ready}),
             Route(_MODEL + r"/config/?", {"GET": self._model_config}),
             Route(_MODEL + r"/?", {"GET": self._model_metadata}),
+            # The model repository extension.
+            Route(r"/repository/index/?", {"POST": self._repository_index}),
+            Route(r"/repository/models/(?P<name>[^/]+)/load/?", {"POST": self._load_model}),
+            Route(r"/repository/models/(?P<name>[^/]+)/unload/?", {"POST": self._unload_model}),
         ]
 
     async def load(self) -> None:
@@ -205,6 +219,47 @@ class OIPApp:
         model = self.core.model(*match.group("name", "version"))
         await send_json(send, 200, self.core.model_config(model))
 
+    async def _repository_index(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        request = await self._small_json(scope, receive, RepositoryIndexRequest)
+        await send_json(send, 200, self.core.repository_index(ready=request.ready))
+
+    async def _load_model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        name = match.group("name")
+        request = await self._small_json(scope, receive, ModelControlRequest)
+        parameters: dict[str, Any] = dict(request.parameters)
+        for key, value in request.parameters.items():
+            if key.startswith("file:"):  # REST carries a file's bytes as base64 text, as tritonclient sends them
+                try:
+                    parameters[key] = base64.b64decode(str(value), validate=True)
+                except binascii.Error as exc:
+                    raise BadRequest(
+                        f"failed to load {quoted(name)}: parameter {quoted(key)} is not base64: {exc}"
+                    ) from None
+        await self.core.load_model(name, parameters)
+        await send_response(send, 200, [JSON], [b""])
+
+    async def _unload_model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        await self._small_json(scope, receive, ModelControlRequest)  # unload_dependents: no ensembles to unload
+        await self.core.unload_model(match.group("name"))
+        await send_response(send, 200, [JSON], [b""])
+
+    async def _small_json(self, scope: Scope, receive: Receive, kind: type[Body]) -> Body:
+        """A control request's JSON body (an empty body is the defaults), within the JSON size limit."""
+        headers = _body_headers(scope)
+        reader = BodyReader(
+            receive,
+            limit=self.max_json_size,
+            content_length=_length_header(headers, b"content-length"),
+            content_encoding=headers.get(b"content-encoding"),
+        )
+        body = await reader.read_rest()
+        if not bytes(body).strip():
+            return kind()
+        try:
+            return msgspec.json.decode(body, type=kind)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"malformed request JSON: {exc}") from None
+
     async def _infer(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         name, version = match.group("name", "version")
         await self.core.infer(name, version, _RESTExchange(self, scope, receive, send))
@@ -216,13 +271,8 @@ class _RESTExchange:
     __slots__ = ("_app", "_headers", "_reader", "_receive", "_send")
 
     def __init__(self, app: OIPApp, scope: Scope, receive: Receive, send: Send) -> None:
-        headers: dict[bytes, str] = {}
-        for key, value in scope["headers"]:
-            key = key.lower()
-            if key in _INFERENCE_HEADERS and key not in headers:  # the first of repeated headers counts
-                headers[key] = value.decode("latin-1")
         self._app = app
-        self._headers = headers
+        self._headers = _body_headers(scope)
         self._receive = receive
         self._send = send
         self._reader: BodyReader | None = None
@@ -259,6 +309,16 @@ class _RESTExchange:
         return await send_response(self._send, 200, headers, [header, *binary], encoding=encoding)
 
 
+def _body_headers(scope: Scope) -> dict[bytes, str]:
+    """The request headers about its body (and the response's encoding), in one pass over the scope's list."""
+    headers: dict[bytes, str] = {}
+    for key, value in scope["headers"]:
+        key = key.lower()
+        if key in _INFERENCE_HEADERS and key not in headers:  # the first of repeated headers counts
+            headers[key] = value.decode("latin-1")
+    return headers
+
+
 def _length_header(headers: dict[bytes, str], name: bytes) -> int | None:
     value = headers.get(name)
     if value is None:
@@ -269,10 +329,13 @@ def _length_header(headers: dict[bytes, str], name: bytes) -> int | None:
     return int(text)
 
 
-def oip_app(models: ModelsArgument, **options: Unpack[AppOptions]) -> OIPApp:
+def oip_app(models: ModelsArgument | None = None, **options: Unpack[AppOptions]) -> OIPApp:
     """The Open Inference Protocol for `models` as an ASGI app; mount it at ``/v2``.
 
     `models` maps each name to a `Model`, a bare callable, or a list of `Model` versions.
+    `model_repository` serves a directory laid out as Triton's model repository as well (a path, or a
+    `ModelRepository` that says how: its model-control mode, the models to load): its models can be
+    listed, loaded, unloaded and reloaded while the app serves (docs/repository.md).
     `max_body_size` bounds a request body (after decompression); `max_json_size` bounds its JSON part.
     Sync models run on at most `max_threads` worker threads (started on demand; 40 by default).
     `metrics=True` registers Triton-named Prometheus metrics of these models in prometheus_client's

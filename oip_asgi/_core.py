@@ -12,17 +12,20 @@ lets the requests that hold it finish.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
-from ._errors import ClientDisconnected, ModelError, OIPError, answer
+from ._errors import BadRequest, ClientDisconnected, ModelError, OIPError, answer, quoted
 from ._inference import DecodedRequest, OutputTensor, model_outputs
 from ._logging import show_unless_configured
 from ._metadata import ModelMetadata, ServerMetadata, TensorMetadata
 from ._model_config import model_config
+from ._model_control import ModelControl, ModelRepository
 from ._models import Model, ModelsArgument, Outputs, TensorSpec
 from ._repository import Repository, checked_models, declared_versions
 from ._serving import ServedModel, error_id
@@ -67,6 +70,10 @@ class Exchange(Protocol[Response]):
         """Send `response` (or leave that to the wire's server); the bytes it holds."""
 
 
+class NoRepository(OIPError, status_code=404, grpc_code="UNIMPLEMENTED"):
+    """The repository extension asked of a server with no model repository."""
+
+
 class ServerCore:
     """Models served by name and version, whatever the wire: built by `oip_app`, used by REST and gRPC."""
 
@@ -81,6 +88,7 @@ class ServerCore:
         metrics: bool | CollectorRegistry = False,
         tracing: bool = False,
         access_log: bool = False,
+        model_repository: ModelRepository | str | os.PathLike[str] | None = None,
     ) -> None:
         self.pool = WorkerPool(max_threads)  # the threads this server's sync models run on
         self.repository = Repository()
@@ -91,7 +99,12 @@ class ServerCore:
         self.access_log = access_log
         if access_log:
             show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
-        self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=list(EXTENSIONS))
+        # A model repository's models come and go; the models given here stay as they are.
+        self.control = None if model_repository is None else ModelControl(self, model_repository)
+        extensions = sorted([*EXTENSIONS, "model_repository"]) if self.control is not None else list(EXTENSIONS)
+        self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
+        if self.control is not None:
+            self.repository.describe_missing = self.control.describe
         self._tracer = tracer() if tracing else None
         self._loading: asyncio.Task[None] | None = None
         self._changes: dict[str, anyio.Lock] = {}  # one per model name: its puts and removals, one at a time
@@ -101,8 +114,8 @@ class ServerCore:
 
             register(self.repository.all, metrics)
 
-    def _served(self, name: str, versions: Sequence[Model]) -> list[ServedModel]:
-        return [ServedModel(name, model, self.pool) for model in versions]
+    def _served(self, name: str, versions: Sequence[Model], config: dict[str, Any] | None = None) -> list[ServedModel]:
+        return [ServedModel(name, model, self.pool, config) for model in versions]
 
     # The lifecycle
 
@@ -111,6 +124,8 @@ class ServerCore:
         async with anyio.create_task_group() as group:
             for model in self.repository.all():
                 group.start_soon(model.load)
+            if self.control is not None:
+                group.start_soon(self.control.started)
 
     def start_loading(self) -> None:
         """Load every model in the background: readiness answers at once, false until they have loaded."""
@@ -121,20 +136,31 @@ class ServerCore:
     def shutdown(self) -> None:
         if self._loading is not None:
             self._loading.cancel()
+        if self.control is not None:
+            self.control.stop()
         self.pool.shutdown()
 
     @property
     def ready(self) -> bool:
+        if self.control is not None and not self.control.ready:
+            return False
         return all(model.ready for model in self.repository.all())
 
-    async def put_model(self, name: str, entry: Model | Callable[..., Any] | Sequence[Model]) -> None:
+    async def put_model(
+        self,
+        name: str,
+        entry: Model | Callable[..., Any] | Sequence[Model],
+        *,
+        config: dict[str, Any] | None = None,
+    ) -> None:
         """Serve `entry` as `name` once every version of it has loaded, in place of what `name` served.
 
         Until then the versions served before go on serving; requests that hold them when they are
         replaced finish on them. A version that fails to load leaves `name` as it was, and raises
-        `ModelNotReady` with the reason.
+        `ModelNotReady` with the reason. `config` is the model's Triton configuration, where one was
+        read with it (a model repository's config.pbtxt); the configuration extension answers it.
         """
-        versions = self._served(name, declared_versions(name, entry))
+        versions = self._served(name, declared_versions(name, entry), config)
         async with self._change(name):
             async with anyio.create_task_group() as group:
                 for model in versions:
@@ -156,6 +182,42 @@ class ServerCore:
         if lock is None:
             lock = self._changes[name] = anyio.Lock()
         return lock
+
+    # The repository extension, for every wire
+
+    def repository_index(self, *, ready: bool = False) -> list[dict[str, str]]:
+        return self._model_control().index(ready=ready)
+
+    async def load_model(self, name: str, parameters: Mapping[str, Any]) -> None:
+        """Triton's load request: its ``config`` parameter (ModelConfig JSON) and ``file:`` parameters (bytes)."""
+        config: Any = None
+        files: dict[str, bytes] = {}
+        for key, value in parameters.items():
+            if key == "config":
+                try:
+                    config = json.loads(value)
+                except (TypeError, ValueError) as exc:
+                    raise BadRequest(f"failed to load {quoted(name)}: parameter config is not JSON: {exc}") from None
+                if not isinstance(config, dict):
+                    raise BadRequest(f"failed to load {quoted(name)}: parameter config must be a JSON object")
+            elif key.startswith("file:"):
+                if not isinstance(value, bytes):
+                    raise BadRequest(f"failed to load {quoted(name)}: parameter {quoted(key)} must be bytes")
+                files[key.removeprefix("file:")] = value
+        if files and config is None:  # as Triton: files come with the config they go with
+            raise BadRequest(f"failed to load {quoted(name)}: file parameters need a config parameter too")
+        await self._model_control().load(name, config=config, files=files or None)
+
+    async def unload_model(self, name: str) -> None:
+        await self._model_control().unload(name)
+
+    def _model_control(self) -> ModelControl:
+        if self.control is None:
+            raise NoRepository(
+                "this server serves no model repository (oip_app(model_repository=...), "
+                "oip-asgi serve --model-repository DIR)"
+            )
+        return self.control
 
     # What every wire tells
 
@@ -191,6 +253,8 @@ class ServerCore:
 
     def model_config(self, model: ServedModel) -> dict[str, Any]:
         """`model`'s configuration as Triton's model configuration extension answers it, on every wire."""
+        if model.config is not None:
+            return model.config
         versions = self.repository.versions(model.name) if model.name in self.repository else [model.version]
         return model_config(model.name, model.model, versions)
 

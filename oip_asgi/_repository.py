@@ -53,6 +53,8 @@ class Repository:
     def __init__(self) -> None:
         self._versions: dict[str, dict[str, ServedModel]] = {}
         self.generation = 0  # changes with every put or pop, for what is derived from the listing
+        # Why a name that is not served is not (a model repository's model that is unloaded, or failed to load).
+        self.describe_missing: Callable[[str], str | None] = lambda name: None
 
     def names(self) -> list[str]:
         return list(self._versions)
@@ -82,6 +84,9 @@ class Repository:
     def get(self, name: str, version: str | None = None) -> ServedModel:
         versions = self._versions.get(name)
         if versions is None:
+            why = self.describe_missing(name)
+            if why is not None:  # Triton's words for a model with nothing to serve, then why
+                raise NotFound(f"Request for unknown model: {quoted(name)} has no available versions; {why}")
             raise NotFound(f"Request for unknown model: {quoted(name)} is not found; {self._listing()}")
         if version is None:
             return next(reversed(versions.values()))

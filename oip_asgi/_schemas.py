@@ -137,6 +137,16 @@ class InferenceResponse(msgspec.Struct, gc=False, omit_defaults=True, kw_only=Tr
     outputs: list[ResponseOutput]
 
 
+class RepositoryIndexRequest(msgspec.Struct, gc=False):
+    ready: bool = False
+
+
+class ModelControlRequest(msgspec.Struct, gc=False):
+    """A load or unload request's body: Triton's ``config`` (ModelConfig JSON) and ``file:<path>`` (base64)."""
+
+    parameters: dict[str, str | int | float | bool] = {}
+
+
 request_decoder = msgspec.json.Decoder(FLAT_REQUEST)
 nested_request_decoder = msgspec.json.Decoder(NESTED_REQUEST)
 flat_input_decoder = msgspec.json.Decoder(FLAT_INPUT)

@@ -38,9 +38,10 @@ def error_id() -> str:
 class ServedModel:
     """`model` served as `name`: what the wires look up, check requests against and call."""
 
-    def __init__(self, name: str, model: Model, pool: WorkerPool) -> None:
+    def __init__(self, name: str, model: Model, pool: WorkerPool, config: dict[str, Any] | None = None) -> None:
         self.name = name
         self.model = model
+        self.config = config  # Triton's configuration of it, where one was read with it (config.pbtxt)
         self.version = model.version
         # The declaration's specs, read on every request: held here rather than reached through `model`.
         self.inputs = model.inputs

@@ -16,19 +16,53 @@ def parser() -> argparse.ArgumentParser:
     commands = command.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
         "serve",
-        help="serve MODULE:ATTR at /v2",
+        help="serve MODULE:ATTR, a model file or a model repository at /v2",
         description=(
-            "Serve MODULE:ATTR over the Open Inference Protocol at /v2. ATTR is a mapping of model names "
-            "to models, a Model (served under ATTR's name) or an OIPApp. The port is bound at once and the "
-            "models load behind it: /v2/health/ready answers 400 until they have loaded, "
-            "/v2/health/live 200 all along. SIGTERM lets requests in flight finish, then exits 0."
+            "Serve MODULE:ATTR, a model file, or a model repository (--model-repository), or both, over the "
+            "Open Inference Protocol at /v2. ATTR is a mapping of model names to models, a Model (served under "
+            "ATTR's name) or an OIPApp; a model file (ONNX, scikit-learn, XGBoost, LightGBM, PyTorch) is served "
+            "under its stem. The port is bound at once and the models load behind it: /v2/health/ready answers "
+            "400 until they have loaded, /v2/health/live 200 all along. SIGTERM lets requests in flight finish, "
+            "then exits 0."
         ),
         epilog=(
             "exit status: 0 after a clean stop, 2 for a usage error, 3 when serving could not start "
-            "(MODULE:ATTR cannot be served, the port is taken, a worker could not start)"
+            "(the target cannot be served, the port is taken, a worker could not start)"
         ),
     )
-    serve.add_argument("target", metavar="MODULE:ATTR", help="for example mymodels:models or mymodels:doubler")
+    serve.add_argument(
+        "target",
+        nargs="?",
+        metavar="MODULE:ATTR|FILE",
+        help="for example mymodels:models, mymodels:doubler or iris.onnx (optional with --model-repository)",
+    )
+    repository = serve.add_argument_group("model repository (Triton's options)")
+    repository.add_argument(
+        "--model-repository",
+        metavar="DIR",
+        help="serve the models of DIR, laid out as Triton's model repository (docs/repository.md)",
+    )
+    repository.add_argument(
+        "--model-control-mode",
+        choices=["none", "explicit", "poll"],
+        default="none",
+        help="none: load every model at start, no load or unload; explicit: load --load-model at start, then what "
+        "the repository API asks; poll: load every model and follow DIR's changes (default: %(default)s)",
+    )
+    repository.add_argument(
+        "--load-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --model-control-mode explicit, a model to load at start (repeatable; '*' for all)",
+    )
+    repository.add_argument(
+        "--repository-poll-secs",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="with --model-control-mode poll, how often DIR is checked for changes (default: %(default)s)",
+    )
     serve.add_argument(
         "--host", default="127.0.0.1", help="the address to bind (default: %(default)s; in a container: 0.0.0.0)"
     )

@@ -11,14 +11,16 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from types import FrameType
 from typing import Any
 
 from .._extras import install_line
+from .._model_control import ModelRepository
 from .arguments import parser
 from .logs import log_config
 from .served import Served
-from .target import TargetError, load_target
+from .target import TargetError, is_model_file, load_target
 
 USAGE = 2
 STARTUP_FAILURE = 3  # uvicorn's own code for a server that did not start; its supervisor stops on it
@@ -32,8 +34,9 @@ WORKER_APP = "oip_asgi._cli:worker_app"
 def worker_app() -> Served:
     """uvicorn's app factory in each worker process: it imports MODULE:ATTR itself."""
     settings = json.loads(os.environ[SETTINGS_ENV])
+    repository = ModelRepository(**settings["repository"]) if settings["repository"] else None
     try:
-        app = load_target(settings["target"], metrics=settings["metrics"] is not None)
+        app = load_target(settings["target"], metrics=settings["metrics"] is not None, repository=repository)
     except TargetError as exc:
         _error(str(exc))
         sys.exit(STARTUP_FAILURE)  # uvicorn's supervisor stops the other workers, and does not restart
@@ -56,9 +59,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     return serve(args)
 
 
+def _repository(args: argparse.Namespace) -> ModelRepository | None:
+    """--model-repository and its options, checked as the app will check them."""
+    if args.model_repository is None:
+        if args.load_model or args.model_control_mode != "none":
+            raise TargetError("--model-control-mode and --load-model go with --model-repository DIR")
+        return None
+    if not os.path.isdir(args.model_repository):
+        raise TargetError(f"--model-repository {args.model_repository!r} is not a directory")
+    if args.load_model and args.model_control_mode != "explicit":
+        raise TargetError("--load-model names the models to load at start with --model-control-mode explicit")
+    if not args.repository_poll_secs > 0:
+        raise TargetError(f"--repository-poll-secs must be above 0, got {args.repository_poll_secs}")
+    return ModelRepository(
+        os.path.abspath(args.model_repository),
+        model_control_mode=args.model_control_mode,
+        load_models=tuple(args.load_model),
+        repository_poll_secs=args.repository_poll_secs,
+    )
+
+
 def serve(args: argparse.Namespace) -> int:
-    if ":" not in args.target:
-        _error(f"{args.target!r} is not MODULE:ATTR (for example mymodels:models)")
+    if args.target is None and args.model_repository is None:
+        _error("name what to serve: MODULE:ATTR, a model file, or --model-repository DIR")
+        return USAGE
+    if args.target is not None and ":" not in args.target and not is_model_file(args.target):
+        _error(f"{args.target!r} is neither MODULE:ATTR (for example mymodels:models) nor a model file")
+        return USAGE
+    try:
+        repository = _repository(args)
+    except TargetError as exc:
+        _error(str(exc))
+        return USAGE
+    if args.model_control_mode == "explicit" and args.workers > 1:
+        # Each worker has its own models: a load or unload would reach one of them, at random.
+        _error("--model-control-mode explicit serves from one process: drop --workers, or use poll")
         return USAGE
     sys.path.insert(0, os.path.abspath(args.app_dir))  # as uvicorn's --app-dir; spawned workers inherit it
     grpc_address = metrics = None
@@ -92,15 +127,22 @@ def serve(args: argparse.Namespace) -> int:
         "timeout_keep_alive": args.timeout_keep_alive,
     }
     if args.workers > 1:
-        top = args.target.partition(":")[0].partition(".")[0]
-        if importlib.util.find_spec(top) is None:
-            # Said once, here, rather than by every worker; looking a top-level name up imports nothing.
-            _error(f"no module named {top!r} (run from the directory that holds it, or name it with --app-dir)")
-            return STARTUP_FAILURE
-        return _supervise(args.workers, {"target": args.target, "grpc": grpc_address, "metrics": metrics}, options)
+        if args.target is not None and not is_model_file(args.target):
+            top = args.target.partition(":")[0].partition(".")[0]
+            if importlib.util.find_spec(top) is None:
+                # Said once, here, rather than by every worker; looking a top-level name up imports nothing.
+                _error(f"no module named {top!r} (run from the directory that holds it, or name it with --app-dir)")
+                return STARTUP_FAILURE
+        settings = {
+            "target": args.target,
+            "grpc": grpc_address,
+            "metrics": metrics,
+            "repository": None if repository is None else {**asdict(repository), "load_models": args.load_model},
+        }
+        return _supervise(args.workers, settings, options)
     logging.config.dictConfig(options["log_config"])  # before the app is built, as a worker's is
     try:
-        app = load_target(args.target, metrics=metrics is not None)
+        app = load_target(args.target, metrics=metrics is not None, repository=repository)
     except TargetError as exc:
         _error(str(exc))
         return STARTUP_FAILURE

@@ -1,26 +1,43 @@
-"""MODULE:ATTR to an app, or one line that says why not."""
+"""MODULE:ATTR, a model file or a model repository to an app, or one line that says why not."""
 
 from __future__ import annotations
 
 import importlib
+import os
 import sysconfig
 import traceback
 from collections.abc import Mapping
 from typing import Any
 
 from .._app import OIPApp
+from .._model_control import ModelRepository
 from .._models import Model
 
 
 class TargetError(Exception):
-    """MODULE:ATTR cannot be served; the message is the one line the user sees."""
+    """The target cannot be served; the message is the one line the user sees."""
 
 
-def load_target(target: str, *, metrics: bool = False) -> OIPApp:
-    """The app for MODULE:ATTR: a models mapping, a `Model` (served under ATTR's name) or an `OIPApp`.
+def is_model_file(target: str) -> bool:
+    return os.path.isfile(target)
+
+
+def load_target(target: str | None, *, metrics: bool = False, repository: ModelRepository | None = None) -> OIPApp:
+    """The app for MODULE:ATTR (a models mapping, a `Model` served under ATTR's name, or an `OIPApp`),
+    for a model file (served under its stem), or for none (the `repository`'s models alone).
 
     `metrics` registers the models' Prometheus metrics, unless ATTR is an app: it chose when built.
+    `repository` joins the models of a mapping, a `Model` or a file.
     """
+    if target is None or is_model_file(target):
+        models: dict[str, Any] = {}
+        if target is not None:
+            try:
+                model = Model.from_file(target)
+            except (ImportError, OSError, TypeError, ValueError) as exc:
+                raise TargetError(f"{target}: {exc}") from None
+            models[model.name] = model
+        return _app(target or "--model-repository", models, metrics, repository)
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise TargetError(f"{target!r} is not MODULE:ATTR (for example mymodels:models)")
@@ -40,20 +57,29 @@ def load_target(target: str, *, metrics: bool = False) -> OIPApp:
             value = getattr(value, part)
         except AttributeError:
             raise TargetError(f"module {module_name} has no attribute {attribute!r}") from None
-    try:
-        if isinstance(value, OIPApp):
-            return value
-        if isinstance(value, Model):
-            return OIPApp({attribute.rsplit(".", 1)[-1]: value}, metrics=metrics)
-        if isinstance(value, Mapping):
-            return OIPApp(value, metrics=metrics)
-    except (TypeError, ValueError) as exc:
-        raise TargetError(f"{target}: {exc}") from None
+    if isinstance(value, OIPApp):
+        if repository is not None:
+            raise TargetError(
+                f"{target} is an OIPApp already built: give it its repository there "
+                "(oip_app(models, model_repository=...)), or serve a models mapping with --model-repository"
+            )
+        return value
+    if isinstance(value, Model):
+        return _app(target, {attribute.rsplit(".", 1)[-1]: value}, metrics, repository)
+    if isinstance(value, Mapping):
+        return _app(target, value, metrics, repository)
     kind = "a function" if callable(value) else f"a {type(value).__name__}"
     raise TargetError(
         f"{target} is {kind}, not a models mapping, a Model or an OIPApp"
         + (" (wrap a bare callable: Model(function))" if callable(value) else "")
     )
+
+
+def _app(target: str, models: Mapping[str, Any], metrics: bool, repository: ModelRepository | None) -> OIPApp:
+    try:
+        return OIPApp(models, metrics=metrics, model_repository=repository)
+    except (TypeError, ValueError) as exc:
+        raise TargetError(f"{target}: {exc}") from None
 
 
 def _described(exc: BaseException) -> str:

@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from .._core import HasCore, ServerCore, core_of
-from .._errors import GRPC_CODES, BadRequest, NotFound, OIPError
+from .._errors import GRPC_CODES, BadRequest, NotFound, OIPError, quoted
 from .._inference import DecodedRequest, OutputTensor
 from .._serving import ServedModel
 from . import inference_pb2 as pb
@@ -106,6 +106,9 @@ class InferenceService:
             "ModelInfer": self.model_infer,  # parses its own request: see parse_request
             "ModelStatistics": parsed(pb.ModelStatisticsRequest, self.model_statistics),
             "ModelConfig": parsed(pb.ModelConfigRequest, self.model_config),
+            "RepositoryIndex": parsed(pb.RepositoryIndexRequest, self.repository_index),
+            "RepositoryModelLoad": parsed(pb.RepositoryModelLoadRequest, self.repository_model_load),
+            "RepositoryModelUnload": parsed(pb.RepositoryModelUnloadRequest, self.repository_model_unload),
         }
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, method)) for name, method in unary.items()
@@ -171,6 +174,27 @@ class InferenceService:
         """Triton's model configuration extension: the configuration REST serves, field for field."""
         config = self.core.model_config(self.core.model(request.name, request.version or None))
         return json_format.ParseDict({"config": config}, pb.ModelConfigResponse())
+
+    async def repository_index(self, request: pb.RepositoryIndexRequest) -> pb.RepositoryIndexResponse:
+        """Triton's repository extension: the models of the repository, as REST lists them."""
+        rows = self.core.repository_index(ready=request.ready)
+        return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(**row) for row in rows])
+
+    async def repository_model_load(self, request: pb.RepositoryModelLoadRequest) -> pb.RepositoryModelLoadResponse:
+        parameters: dict[str, Any] = {}
+        for key, parameter in request.parameters.items():
+            choice = parameter.WhichOneof("parameter_choice")
+            if choice is None:
+                raise BadRequest(f"failed to load {quoted(request.model_name)}: parameter {quoted(key)} has no value")
+            parameters[key] = getattr(parameter, choice)
+        await self.core.load_model(request.model_name, parameters)
+        return pb.RepositoryModelLoadResponse()
+
+    async def repository_model_unload(
+        self, request: pb.RepositoryModelUnloadRequest
+    ) -> pb.RepositoryModelUnloadResponse:
+        await self.core.unload_model(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         """Triton's streaming extension: every request answered in order, a failed one in its error_message."""

@@ -1,0 +1,267 @@
+"""A model repository directory served by the core, as Triton serves one: the models in it, which are
+loaded, and loading, unloading and reloading them while the server serves (the repository extension).
+
+Model-control modes, with Triton's names: ``none`` loads every model at start and refuses load and
+unload; ``explicit`` loads the models named at start (``*`` for all) and then what the API asks;
+``poll`` loads every model and then watches the directory, loading a model added, reloading one
+whose files changed and unloading one removed. A load reads the model's folder and loads its
+versions off the event loop; the versions served before go on serving until the new ones are ready
+(`ServerCore.put_model`). A failed load leaves the model as it was, its reason in the index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import anyio.to_thread
+
+from ._errors import BadRequest, OIPError, quoted
+
+if TYPE_CHECKING:
+    from ._core import ServerCore
+
+
+def _directory() -> Any:
+    # Imported by the apps that serve a repository: the model files' readers are no cost of every start.
+    from . import _model_directory
+
+    return _model_directory
+
+
+logger = logging.getLogger("oip_asgi")
+
+ModelControlMode = Literal["none", "explicit", "poll"]
+MODES: tuple[ModelControlMode, ...] = ("none", "explicit", "poll")
+DEFAULT_POLL_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class ModelRepository:
+    """A model repository directory to serve, laid out as Triton's (docs/repository.md), and how.
+
+    `model_control_mode` is Triton's: ``"none"`` (every model loaded at start; no load or unload),
+    ``"explicit"`` (the `load_models` at start, ``"*"`` for all, then what the repository API asks) or
+    ``"poll"`` (every model, then the directory checked every `repository_poll_secs`).
+    `allow_file_overrides` lets a load request write model files into the model's folder (Triton's
+    ``file:`` parameters); off by default.
+    """
+
+    path: str | os.PathLike[str]
+    model_control_mode: ModelControlMode = "none"
+    load_models: Sequence[str] = ()
+    repository_poll_secs: float = DEFAULT_POLL_SECONDS
+    allow_file_overrides: bool = False
+
+
+class NotAllowed(OIPError, status_code=503):
+    """A load or unload in a mode that does not take them (Triton answers UNAVAILABLE)."""
+
+
+@dataclass
+class _Unserved:
+    """What the index says of a model of the directory that is not served: loading for the first time,
+    failed to load, or unloaded."""
+
+    state: str
+    reason: str = ""
+
+
+class ModelControl:
+    """The models of a `ModelRepository`, served by `core`."""
+
+    def __init__(self, core: ServerCore, repository: ModelRepository | str | os.PathLike[str]) -> None:
+        if not isinstance(repository, ModelRepository):
+            repository = ModelRepository(repository)
+        mode = repository.model_control_mode
+        if mode not in MODES:
+            raise ValueError(f"model_control_mode must be one of {', '.join(MODES)}; got {mode!r}")
+        if repository.load_models and mode != "explicit":
+            raise ValueError("load_models names the models to load at start in the explicit mode only")
+        if not repository.repository_poll_secs > 0:
+            raise ValueError(f"repository_poll_secs must be above 0, got {repository.repository_poll_secs!r}")
+        self.core = core
+        self.root = Path(repository.path)
+        if not self.root.is_dir():
+            raise ValueError(f"model repository {str(self.root)!r} is not a directory")
+        self.mode = mode
+        self.load_models = list(repository.load_models)
+        self.poll_seconds = repository.repository_poll_secs
+        self.allow_file_overrides = repository.allow_file_overrides
+        self._unserved: dict[str, _Unserved] = {}
+        self._names: set[str] = set()  # the directory's models, as last listed
+        self._read_as: dict[str, object] = {}  # each model's files as last read (poll mode compares them)
+        self._loaded: set[str] = set()  # the directory's models the core serves
+        self._started: asyncio.Task[None] | None = None
+        self._polling: asyncio.Task[None] | None = None
+
+    # Start and stop, from the app's lifespan (or the first request that needs the models)
+
+    def start(self) -> None:
+        """Load the models the mode starts with, in the background (readiness is false until they have)."""
+        loop = asyncio.get_running_loop()
+        if self._started is None or self._started.get_loop() is not loop:
+            self._started = loop.create_task(self._start())
+
+    async def started(self) -> None:
+        self.start()
+        assert self._started is not None
+        await asyncio.shield(self._started)
+
+    @property
+    def ready(self) -> bool:
+        """Started, and no model of the directory failing to load (as a server whose models all loaded)."""
+        if self._started is None or not self._started.done():
+            return False
+        return not any(unserved.state != "UNAVAILABLE" or unserved.reason != "unloaded"
+                       for unserved in self._unserved.values())  # fmt: skip
+
+    def _list(self) -> list[str]:
+        names: list[str] = _directory().model_names(self.root)
+        self._names = set(names)
+        return names
+
+    async def _start(self) -> None:
+        names = self._list()
+        if self.mode == "explicit" and "*" not in self.load_models:
+            unknown = [name for name in self.load_models if name not in names]
+            for name in unknown:
+                self._unserved[name] = _Unserved("UNAVAILABLE", _not_in_repository(name, self.root))
+                logger.error("failed to load %s: %s", quoted(name), _not_in_repository(name, self.root))
+            names = [name for name in self.load_models if name in names]
+        async with anyio.create_task_group() as group:
+            for name in names:
+                group.start_soon(self._load_logged, name)
+        if self.mode == "poll":
+            self._polling = asyncio.get_running_loop().create_task(self._poll())
+
+    def stop(self) -> None:
+        for task in (self._started, self._polling):
+            if task is not None:
+                task.cancel()
+
+    def describe(self, name: str) -> str | None:
+        """Why a model of the directory is not served (for the 404 of a request to it), or None."""
+        unserved = self._unserved.get(name)
+        if unserved is None:
+            return "it is not loaded" if name in self._names else None
+        return f"it is {unserved.state}" + (f": {unserved.reason}" if unserved.reason else "")
+
+    # The repository extension
+
+    def index(self, *, ready: bool = False) -> list[dict[str, str]]:
+        """Triton's repository index: every model of the directory, a row per version served."""
+        rows: list[dict[str, str]] = []
+        names = sorted({*self._list(), *self._loaded, *self._unserved})
+        for name in names:
+            if name in self._loaded and name in self.core.repository:
+                for version in self.core.repository.versions(name):
+                    model = self.core.repository.get(name, version)
+                    rows.append({"name": name, "version": version, "state": model.state, "reason": model.reason})
+            elif name in self._unserved:
+                unserved = self._unserved[name]
+                rows.append({"name": name, "state": unserved.state, "reason": unserved.reason})
+            else:
+                rows.append({"name": name})  # never loaded: Triton gives the name alone
+        if ready:
+            rows = [row for row in rows if row.get("state") == "READY"]
+        return rows
+
+    async def load(
+        self, name: str, *, config: Mapping[str, Any] | None = None, files: Mapping[str, bytes] | None = None
+    ) -> None:
+        """Load (or reload) `name` from the directory, with Triton's load request's config and file overrides."""
+        self._allowed("load")
+        await self._load(name, config=config, files=files)
+
+    async def unload(self, name: str) -> None:
+        """Stop serving `name`: requests in flight finish, new ones are told it is unknown."""
+        self._allowed("unload")
+        await self._unload(name)
+
+    def _allowed(self, action: str) -> None:
+        if self.mode != "explicit":
+            # Triton's words (its clients read them), then ours.
+            raise NotAllowed(
+                "explicit model load / unload is not allowed if polling is enabled; this server's model control "
+                f"mode is {self.mode!r}, and {action} takes the 'explicit' mode"
+            )
+
+    async def _load(
+        self, name: str, *, config: Mapping[str, Any] | None = None, files: Mapping[str, bytes] | None = None
+    ) -> None:
+        if name not in self._loaded and name not in self._list():
+            # Nothing to record in the index: no such model (or a name that would leave the repository).
+            raise BadRequest(f"failed to load {quoted(name)}: {_not_in_repository(name, self.root)}")
+        if name not in self._loaded:
+            self._unserved[name] = _Unserved("LOADING")
+        directory_module = _directory()
+        self._read_as[name] = directory_module.fingerprint(self.root, name)  # before reading: a change during it shows
+        try:
+            directory = await anyio.to_thread.run_sync(
+                lambda: directory_module.read_model(
+                    self.root, name, config=config, files=files, allow_files=self.allow_file_overrides
+                )
+            )
+            if directory.warnings:
+                logger.warning("model %s: %s", quoted(name), "; ".join(directory.warnings))
+            await self.core.put_model(name, directory.versions, config=directory.config)
+        except (directory_module.RepositoryError, OIPError) as exc:
+            reason = exc.message if isinstance(exc, OIPError) else str(exc)
+            if name not in self._loaded:  # a model that served before goes on serving as it was
+                self._unserved[name] = _Unserved("UNAVAILABLE", reason)
+            # Triton's words first: its model-control examples read them.
+            raise BadRequest(f"failed to load {quoted(name)}: {reason}") from exc
+        self._loaded.add(name)
+        self._unserved.pop(name, None)
+
+    async def _load_logged(self, name: str) -> None:
+        try:
+            await self._load(name)
+        except BadRequest as exc:
+            logger.error("%s", exc.message)
+
+    async def _unload(self, name: str) -> None:
+        if name not in self._loaded:
+            self._unserved.setdefault(name, _Unserved("UNAVAILABLE", "unloaded"))
+            return  # as Triton: unloading a model that is not loaded succeeds
+        self._loaded.discard(name)
+        self._unserved[name] = _Unserved("UNLOADING")
+        await self.core.remove_model(name)
+        self._unserved[name] = _Unserved("UNAVAILABLE", "unloaded")
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_seconds)
+            await self.poll_once()
+
+    async def poll_once(self) -> None:
+        """Load what was added, reload what changed, unload what was removed (poll mode, every poll_seconds).
+
+        A model is read again only once its files change: one that failed to load waits for a fix.
+        """
+        present = set(self._list())
+        fingerprint = _directory().fingerprint
+        changed = [name for name in sorted(present) if self._read_as.get(name) != fingerprint(self.root, name)]
+        removed = sorted((self._loaded | set(self._unserved)) - present)
+        async with anyio.create_task_group() as group:
+            for name in changed:
+                group.start_soon(self._load_logged, name)
+            for name in removed:
+                group.start_soon(self._forget, name)
+
+    async def _forget(self, name: str) -> None:
+        """A folder gone from the directory: unloaded, and gone from the index."""
+        await self._unload(name)
+        self._unserved.pop(name, None)
+        self._read_as.pop(name, None)
+
+
+def _not_in_repository(name: str, root: Path) -> str:
+    return f"no model folder {quoted(name)} in the model repository {str(root)!r}"
