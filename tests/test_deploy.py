@@ -226,3 +226,58 @@ def test_a_sklearn_inference_service_selects_the_models_runtime_by_its_format_al
     ]
     assert selecting == ["oip-asgi-models"]
     assert model["protocolVersion"] in runtime("servingruntime-models.yaml")["spec"]["protocolVersions"]
+
+
+def test_the_models_runtime_serves_mnt_models_under_the_inference_services_name_on_kserves_ports() -> None:
+    (container,) = runtime("servingruntime-models.yaml")["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "oip_asgi._model_directory.kserve"]
+    mounted, name, *options = container["args"]
+    assert (mounted, name) == ("/mnt/models", "{{.Name}}")
+    args = parser().parse_args(["serve", "--model-repository", "/tmp/oip-asgi-repository", *options])
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports == {"http1": args.port, "h2c": args.grpc_port} == {"http1": 8080, "h2c": 8081}
+    assert args.host == "0.0.0.0"
+    assert {mount["mountPath"] for mount in container["volumeMounts"]} == {"/tmp"}  # where the repository is laid
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["model file", "repository"])
+def test_the_models_runtimes_command_serves_mnt_models_as_the_storage_initializer_lays_it(
+    tmp_path: Path, layout: str
+) -> None:
+    """KServe's storage initializer copies the storageUri's contents into /mnt/models: here, a tmp folder."""
+    import numpy as np
+    import skops.io
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    httpclient = pytest.importorskip("tritonclient.http")
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    X, y = load_iris(return_X_y=True)
+    classifier = LogisticRegression(max_iter=1000).fit(X, y)
+    mounted = tmp_path / "mnt" / "models"
+    model_folder = mounted if layout == "model file" else mounted / "iris" / "1"
+    model_folder.mkdir(parents=True)
+    skops.io.dump(classifier, model_folder / "model.skops")
+    served = "sklearn-iris" if layout == "model file" else "iris"
+
+    (container,) = runtime("servingruntime-models.yaml")["spec"]["containers"]
+    port, grpc_port = free_port(), free_port()
+    values = {"/mnt/models": str(mounted), "{{.Name}}": "sklearn-iris", "0.0.0.0": HOST}
+    values |= {"8080": str(port), "8081": str(grpc_port)}
+    python, *module = container["command"]
+    assert python == "python"
+    argv = [*module, *(values.get(arg, arg) for arg in container["args"])]
+    with serving(argv, port, env={"TMPDIR": str(tmp_path)}, timeout=60) as server:
+        client = httpclient.InferenceServerClient(server.address)
+        assert client.is_model_ready(served)
+        tensor = httpclient.InferInput("input-0", [5, 4], "FP64")
+        tensor.set_data_from_numpy(X[:5])
+        answer = client.infer(served, [tensor]).as_numpy("predict")
+        np.testing.assert_array_equal(answer, classifier.predict(X[:5]))
+        channel = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
+        try:
+            assert channel.get_model_metadata(served).name == served
+        finally:
+            channel.close()
