@@ -334,6 +334,9 @@ def test_file_overrides_write_into_the_model_folder_only_when_allowed(tmp_path: 
     with pytest.raises(RepositoryError, match="off"):
         read_model(tmp_path, "double", config=config, files=files)
     assert not (tmp_path / "double").exists()
+    with pytest.raises(RepositoryError, match="not a valid Triton ModelConfig"):
+        read_model(tmp_path, "double", config={"inputs": []}, files=files, allow_files=True)
+    assert not (tmp_path / "double").exists()  # nothing written for a request refused
     (model,) = read_model(tmp_path, "double", config=config, files=files, allow_files=True).versions
     assert (tmp_path / "double" / "1" / "model.py").read_bytes() == files["1/model.py"]
     np.testing.assert_array_equal(model.predict(x=np.array([5.0]))["y"], [10.0])
@@ -348,10 +351,15 @@ def test_file_overrides_that_leave_the_model_folder_are_refused(tmp_path: Path, 
     (root / "double").mkdir(parents=True)
     (tmp_path / "outside").mkdir()
     (root / "double" / "linked").symlink_to(tmp_path / "outside")
+    files = {"1/model.py": MODEL_PY_CALLABLE.encode(), name: b"model = print\n"}  # refused as a whole
     with pytest.raises(RepositoryError, match="override file"):
-        read_model(root, "double", files={name: b"model = print\n"}, allow_files=True)
+        read_model(root, "double", files=files, allow_files=True)
     written = [path for path in tmp_path.rglob("*") if path.is_file()]
     assert written == []
+    if not name.startswith("linked/"):  # a model folder not there yet is not made for a refused request
+        with pytest.raises(RepositoryError, match="override file"):
+            read_model(root, "new", files={name: b""}, allow_files=True)
+        assert not (root / "new").exists()
 
 
 def test_the_fingerprint_changes_with_the_folder_and_only_then(tmp_path: Path, classifier: LogisticRegression) -> None:

@@ -102,16 +102,16 @@ def _read(
     root: Path, name: str, override: Mapping[str, Any] | None, files: Mapping[str, bytes] | None, allow_files: bool
 ) -> DirectoryModel:
     folder = model_folder(root, name)
+    checked = None if override is None else checked_json(override)  # replaces config.pbtxt, as in Triton
     if files:
         if not allow_files:
             raise RepositoryError(
                 "file overrides in a load request are off: the app must enable them to write into the repository"
             )
-        folder.mkdir(exist_ok=True)
-        write_files(folder, files)
+        write_files(folder, files)  # only once the request's config is known to be valid
     if not folder.is_dir():
         raise RepositoryError(f"no model {name!r} in the repository")
-    config = _config(folder, override)
+    config = checked if override is not None else _read_config(folder)
     if config is not None and config.get("name", name) != name:
         raise RepositoryError(f"config names model {config['name']!r}, but its folder is {name!r}")
     settings = _settings(folder, name, config or {})
@@ -121,9 +121,7 @@ def _read(
     return DirectoryModel(name, versions, _completed(config, name, versions[-1]), warnings)
 
 
-def _config(folder: Path, override: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if override is not None:
-        return checked_json(override)  # replaces config.pbtxt, as in Triton
+def _read_config(folder: Path) -> dict[str, Any] | None:
     file = folder / "config.pbtxt"
     return read_pbtxt(file) if file.is_file() else None
 
