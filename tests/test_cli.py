@@ -189,9 +189,15 @@ def test_a_port_in_use_exits_3(workers: str) -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["serve", "mymodels"], "'mymodels' is not MODULE:ATTR"),
+        (["serve", "mymodels"], "'mymodels' is neither MODULE:ATTR (for example mymodels:models) nor a model file"),
         (["serve", "m:a", "--workers", "0"], "must be at least 1"),
-        (["serve"], "the following arguments are required: MODULE:ATTR"),
+        (["serve"], "name what to serve: MODULE:ATTR, a model file, or --model-repository DIR"),
+        (["serve", "--model-repository", "/nonexistent"], "--model-repository '/nonexistent' is not a directory"),
+        (["serve", "m:a", "--load-model", "x"], "--model-control-mode and --load-model go with --model-repository"),
+        (
+            ["serve", "--model-repository", ".", "--model-control-mode", "explicit", "--workers", "2"],
+            "--model-control-mode explicit serves from one process",
+        ),
         ([], "the following arguments are required: COMMAND"),
     ],
 )

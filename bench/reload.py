@@ -1,0 +1,137 @@
+"""Loading and reloading a model repository's models under load (issue 21's targets).
+
+1. A steady model's latency while another model loads for 2 seconds: wrk at c=4 on `steady` for a
+   window with no load and a window during which `slow` (a model.py whose import takes 2 s, as reading
+   a large file does) is loaded, alternating; p99 of each, the median of the rounds' ratios.
+2. A reload under load: wrk at c=8 on `steady` while `steady` itself is reloaded 10 times; every
+   answer must be a 200 (wrk counts the others).
+
+    python bench/reload.py [--rounds 5] [--python PATH]
+
+The server (`oip-asgi serve --model-repository`, explicit mode) is pinned to core 0 and wrk to core
+1 with taskset, as in run.py; wrk comes from Debian's package. Run it with an interpreter that has
+oip-asgi[serve] installed (the default is this one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MODEL = """
+from oip_asgi import Model, TensorSpec
+
+{load}
+
+def predict(x):
+    return x + 1
+
+model = Model(predict, inputs=[TensorSpec("x", "INT32", [-1])], outputs=[TensorSpec("y", "INT32", [-1])])
+"""
+BODY = json.dumps({"inputs": [{"name": "x", "shape": [2], "datatype": "INT32", "data": [1, 2]}]})
+
+
+def write_repository(root: Path) -> None:
+    for name, load in (("steady", ""), ("slow", "import time\ntime.sleep(2)  # a 2-second load")):
+        folder = root / name / "1"
+        folder.mkdir(parents=True)
+        (folder / "model.py").write_text(textwrap.dedent(MODEL.format(load=load)))
+
+
+def post(url: str, data: bytes = b"") -> int:
+    request = urllib.request.Request(url, data=data, method="POST")
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return int(response.status)
+
+
+def wrk(port: int, seconds: float, connections: int, body: Path) -> dict[str, int]:
+    command = ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
+               "-s", str(HERE / "post.lua"), f"http://127.0.0.1:{port}/v2/models/steady/infer", "--",
+               str(body), "application/json"]  # fmt: skip
+    output = subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 30).stdout
+    result: dict[str, int] = json.loads(output.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that runs oip-asgi serve")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is missing: apt-get install -y wrk")
+    with tempfile.TemporaryDirectory(prefix="oip-reload-") as directory:
+        root = Path(directory, "models")
+        write_repository(root)
+        body = Path(directory, "body.json")
+        body.write_text(BODY)
+        port = 18981
+        server = subprocess.Popen(
+            ["taskset", "-c", "0", args.python, "-m", "oip_asgi", "serve", "--model-repository", str(root),
+             "--model-control-mode", "explicit", "--load-model", "steady", "--port", str(port),
+             "--log-level", "warning", "--no-access-log"],  # fmt: skip
+            start_new_session=True,
+        )
+        base = f"http://127.0.0.1:{port}/v2"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if urllib.request.urlopen(f"{base}/health/ready", timeout=2).status == 200:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("the server did not become ready")
+                time.sleep(0.1)
+            wrk(port, 1, 4, body)  # warm-up
+            ratios, quiet_p99, loading_p99 = [], [], []
+            for round_ in range(args.rounds):
+                quiet = wrk(port, 2.5, 4, body)
+                post(f"{base}/repository/models/slow/unload")
+                loader = threading.Thread(target=post, args=(f"{base}/repository/models/slow/load",))
+                loader.start()  # a 2-second load, inside the window
+                loading = wrk(port, 2.5, 4, body)
+                loader.join(60)
+                quiet_p99.append(quiet["p99_us"])
+                loading_p99.append(loading["p99_us"])
+                ratios.append(loading["p99_us"] / quiet["p99_us"])
+                print(f"round {round_ + 1}: p99 {quiet['p99_us']} us quiet, {loading['p99_us']} us during a load "
+                      f"({ratios[-1]:.2f}x)", flush=True)  # fmt: skip
+
+            failures = 0
+            requests = 0
+            reloads = threading.Thread(
+                target=lambda: [post(f"{base}/repository/models/steady/load") for _ in range(10)]
+            )
+            reloads.start()
+            while reloads.is_alive():
+                result = wrk(port, 1, 8, body)
+                requests += result["requests"]
+                failures += result["status"] + result["read"] + result["write"] + result["connect"] + result["timeout"]
+            reloads.join()
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(30)
+    print(json.dumps({
+        "p99_quiet_us": quiet_p99, "p99_loading_us": loading_p99, "ratios": [round(r, 3) for r in ratios],
+        "median_ratio": round(statistics.median(ratios), 3), "range": [round(min(ratios), 3), round(max(ratios), 3)],
+        "reload_requests": requests, "reload_failures": failures,
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
