@@ -1,8 +1,9 @@
 """Loading and reloading a model repository's models under load (issue 21's targets).
 
 1. A steady model's latency while another model loads for 2 seconds: wrk at c=4 on `steady` for a
-   window with no load and a window during which `slow` (a model.py whose import takes 2 s, as reading
-   a large file does) is loaded, alternating; p99 of each, the median of the rounds' ratios.
+   window with no load and a window during which `slow` (a model.py whose import takes 2 s: waiting,
+   as reading a large file does, or with `--load cpu` computing in Python) is loaded, alternating;
+   p99 of each, the median of the rounds' ratios.
 2. A reload under load: wrk at c=8 on `steady` while `steady` itself is reloaded 10 times; every
    answer must be a 200 (wrk counts the others).
 
@@ -44,11 +45,19 @@ model = Model(predict, inputs=[TensorSpec("x", "INT32", [-1])], outputs=[TensorS
 BODY = json.dumps({"inputs": [{"name": "x", "shape": [2], "datatype": "INT32", "data": [1, 2]}]})
 
 
-def write_repository(root: Path) -> None:
-    for name, load in (("steady", ""), ("slow", "import time\ntime.sleep(2)  # a 2-second load")):
+LOADS = {
+    # Waiting, as reading a large file or a C library building a session does: the GIL is free.
+    "io": "import time\ntime.sleep(2)  # a 2-second load",
+    # Python computing for 2 s: the load thread takes the GIL from the event loop every 5 ms.
+    "cpu": "import time\nend = time.monotonic() + 2\nwhile time.monotonic() < end:\n    sum(range(1000))",
+}
+
+
+def write_repository(root: Path, load: str) -> None:
+    for name, code in (("steady", ""), ("slow", LOADS[load])):
         folder = root / name / "1"
         folder.mkdir(parents=True)
-        (folder / "model.py").write_text(textwrap.dedent(MODEL.format(load=load)))
+        (folder / "model.py").write_text(textwrap.dedent(MODEL.format(load=code)))
 
 
 def post(url: str, data: bytes = b"") -> int:
@@ -57,7 +66,7 @@ def post(url: str, data: bytes = b"") -> int:
         return int(response.status)
 
 
-def wrk(port: int, seconds: float, connections: int, body: Path) -> dict[str, int]:
+def wrk(port: int, seconds: int, connections: int, body: Path) -> dict[str, int]:
     command = ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
                "-s", str(HERE / "post.lua"), f"http://127.0.0.1:{port}/v2/models/steady/infer", "--",
                str(body), "application/json"]  # fmt: skip
@@ -70,19 +79,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs oip-asgi serve")
+    parser.add_argument("--load", choices=sorted(LOADS), default="io", help="what the 2-second load does")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is missing: apt-get install -y wrk")
     with tempfile.TemporaryDirectory(prefix="oip-reload-") as directory:
         root = Path(directory, "models")
-        write_repository(root)
+        write_repository(root, args.load)
         body = Path(directory, "body.json")
         body.write_text(BODY)
         port = 18981
         server = subprocess.Popen(
-            ["taskset", "-c", "0", args.python, "-m", "oip_asgi", "serve", "--model-repository", str(root),
-             "--model-control-mode", "explicit", "--load-model", "steady", "--port", str(port),
-             "--log-level", "warning", "--no-access-log"],  # fmt: skip
+            [
+                "taskset",
+                "-c",
+                "0",
+                args.python,
+                "-m",
+                "oip_asgi",
+                "serve",
+                "--model-repository",
+                str(root),
+                "--model-control-mode",
+                "explicit",
+                "--load-model",
+                "steady",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],  # fmt: skip
             start_new_session=True,
         )
         base = f"http://127.0.0.1:{port}/v2"
@@ -100,11 +127,11 @@ def main() -> None:
             wrk(port, 1, 4, body)  # warm-up
             ratios, quiet_p99, loading_p99 = [], [], []
             for round_ in range(args.rounds):
-                quiet = wrk(port, 2.5, 4, body)
+                quiet = wrk(port, 3, 4, body)
                 post(f"{base}/repository/models/slow/unload")
                 loader = threading.Thread(target=post, args=(f"{base}/repository/models/slow/load",))
                 loader.start()  # a 2-second load, inside the window
-                loading = wrk(port, 2.5, 4, body)
+                loading = wrk(port, 3, 4, body)
                 loader.join(60)
                 quiet_p99.append(quiet["p99_us"])
                 loading_p99.append(loading["p99_us"])
@@ -127,7 +154,8 @@ def main() -> None:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(30)
     print(json.dumps({
-        "p99_quiet_us": quiet_p99, "p99_loading_us": loading_p99, "ratios": [round(r, 3) for r in ratios],
+        "load": args.load, "p99_quiet_us": quiet_p99, "p99_loading_us": loading_p99,
+        "ratios": [round(r, 3) for r in ratios],
         "median_ratio": round(statistics.median(ratios), 3), "range": [round(min(ratios), 3), round(max(ratios), 3)],
         "reload_requests": requests, "reload_failures": failures,
     }))  # fmt: skip

@@ -12,9 +12,11 @@ versions off the event loop; the versions served before go on serving until the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -204,14 +206,15 @@ class ModelControl:
         directory_module = _directory()
         self._read_as[name] = directory_module.fingerprint(self.root, name)  # before reading: a change during it shows
         try:
-            directory = await anyio.to_thread.run_sync(
-                lambda: directory_module.read_model(
-                    self.root, name, config=config, files=files, allow_files=self.allow_file_overrides
+            with _loading():
+                directory = await anyio.to_thread.run_sync(
+                    lambda: directory_module.read_model(
+                        self.root, name, config=config, files=files, allow_files=self.allow_file_overrides
+                    )
                 )
-            )
-            if directory.warnings:
-                logger.warning("model %s: %s", quoted(name), "; ".join(directory.warnings))
-            await self.core.put_model(name, directory.versions, config=directory.config)
+                if directory.warnings:
+                    logger.warning("model %s: %s", quoted(name), "; ".join(directory.warnings))
+                await self.core.put_model(name, directory.versions, config=directory.config)
         except (directory_module.RepositoryError, OIPError) as exc:
             reason = exc.message if isinstance(exc, OIPError) else str(exc)
             if name not in self._loaded:  # a model that served before goes on serving as it was
@@ -261,6 +264,29 @@ class ModelControl:
         await self._unload(name)
         self._unserved.pop(name, None)
         self._read_as.pop(name, None)
+
+
+# A load that computes in Python (a model.py, a library's Python set-up) holds the GIL against the
+# event loop for the switch interval, 5 ms by default, at a time: every request of every other model
+# would wait that long. While loads run, the loop gets it back every LOAD_SWITCH_INTERVAL instead.
+LOAD_SWITCH_INTERVAL = 0.0005
+_loads_running = 0
+_switch_interval = sys.getswitchinterval()
+
+
+@contextlib.contextmanager
+def _loading() -> Iterator[None]:
+    global _loads_running, _switch_interval
+    if not _loads_running:
+        _switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(_switch_interval, LOAD_SWITCH_INTERVAL))
+    _loads_running += 1
+    try:
+        yield
+    finally:
+        _loads_running -= 1
+        if not _loads_running:
+            sys.setswitchinterval(_switch_interval)
 
 
 def _not_in_repository(name: str, root: Path) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import textwrap
 import threading
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from oip_asgi import ModelRepository, oip_app
+from oip_asgi._model_control import LOAD_SWITCH_INTERVAL
 
 from ._client import client
 
@@ -222,6 +224,28 @@ async def test_a_hundred_load_and_unload_cycles_leave_no_thread_behind(tmp_path:
             assert await infer(http, "a") == (200, [2, 3])
         assert threading.active_count() <= threads + 1  # anyio's loader thread may linger, idle
         assert len(app.core.repository.all()) == 1
+
+
+async def test_loads_shorten_the_gil_switch_interval_while_they_run(tmp_path: Path) -> None:
+    seen = tmp_path / "seen"
+    write_model(
+        tmp_path,
+        "a",
+        body=f"""
+        import sys
+        from pathlib import Path
+
+        Path({str(seen)!r}).write_text(str(sys.getswitchinterval()))
+        model = lambda x: x
+    """,
+    )
+    before = sys.getswitchinterval()
+    app = oip_app(model_repository=ModelRepository(tmp_path, model_control_mode="explicit"))
+    async with client(app) as http:
+        assert (await http.post("/repository/models/a/load")).status_code == 200
+    # The event loop gets the GIL back sooner from a load computing in Python; then the interval is as it was.
+    assert float(seen.read_text()) == min(before, LOAD_SWITCH_INTERVAL)
+    assert sys.getswitchinterval() == before
 
 
 async def test_a_server_without_a_repository_says_so() -> None:
