@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from starlette.types import Message, Receive, Scope, Send
 
 from ._body import BodyReader
-from ._core import DEFAULT_MAX_BODY_SIZE, ServerCore
+from ._core import CoreOptions, ServerCore
 from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, quoted
 from ._inference import DecodedRequest, OutputTensor
-from ._model_control import ModelRepository
 from ._models import ModelsArgument
 from ._openapi import OpenAPI
 from ._paths import route_path
@@ -25,10 +23,8 @@ from ._responses import JSON, OCTET_STREAM, choose_encoding, inference_response,
 from ._rest_request import read_request
 from ._schemas import ModelControlRequest, RepositoryIndexRequest
 from ._serving import ServedModel
-from ._workers import DEFAULT_MAX_THREADS
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry
     from typing_extensions import Unpack
 
 DEFAULT_MAX_JSON_SIZE = 32 * 2**20
@@ -57,18 +53,10 @@ class Route:
 _MODEL = r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?"
 
 
-class AppOptions(TypedDict, total=False):
-    """`OIPApp`'s options, as `oip_app`, `mount` and the adapters pass them on."""
+class AppOptions(CoreOptions, total=False):
+    """`OIPApp`'s options, as `oip_app`, `mount` and the adapters pass them on: the core's, and REST's own."""
 
-    name: str
-    max_body_size: int
     max_json_size: int
-    expose_errors: bool
-    max_threads: int
-    metrics: bool | CollectorRegistry
-    tracing: bool
-    access_log: bool
-    model_repository: ModelRepository | str | os.PathLike[str] | None
 
 
 class OIPApp:
@@ -82,28 +70,11 @@ class OIPApp:
         self,
         models: ModelsArgument | None = None,
         *,
-        name: str = "oip-asgi",
-        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         max_json_size: int = DEFAULT_MAX_JSON_SIZE,
-        expose_errors: bool = True,
-        max_threads: int = DEFAULT_MAX_THREADS,
-        metrics: bool | CollectorRegistry = False,
-        tracing: bool = False,
-        access_log: bool = False,
-        model_repository: ModelRepository | str | os.PathLike[str] | None = None,
+        **options: Unpack[CoreOptions],
     ) -> None:
-        self.core = ServerCore(
-            {} if models is None else models,
-            name=name,
-            max_body_size=max_body_size,
-            expose_errors=expose_errors,
-            max_threads=max_threads,
-            metrics=metrics,
-            tracing=tracing,
-            access_log=access_log,
-            model_repository=model_repository,
-        )
-        self.max_json_size = min(max_json_size, max_body_size)
+        self.core = ServerCore({} if models is None else models, **options)
+        self.max_json_size = min(max_json_size, self.core.max_body_size)
         self._openapi = OpenAPI(self.core)
         # The most frequent request first: each route is one regular expression to try.
         self.routes = [

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 import anyio
 
@@ -68,6 +68,19 @@ class Exchange(Protocol[Response]):
 
     async def send(self, response: Response) -> int:
         """Send `response` (or leave that to the wire's server); the bytes it holds."""
+
+
+class CoreOptions(TypedDict, total=False):
+    """`ServerCore`'s options, as `oip_app` and the REST app pass them on."""
+
+    name: str
+    max_body_size: int
+    expose_errors: bool
+    max_threads: int
+    metrics: bool | CollectorRegistry
+    tracing: bool
+    access_log: bool
+    model_repository: ModelRepository | str | os.PathLike[str] | None
 
 
 class NoRepository(OIPError, status_code=404, grpc_code="UNIMPLEMENTED"):
