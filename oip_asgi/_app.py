@@ -179,15 +179,15 @@ class OIPApp:
 
     async def _model_ready(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         name, version = match.group("name", "version")
-        ready = self.core.model_ready(self.core.model(name, version))
+        ready = self.core.model_ready(name, version)
         await send_json(send, 200 if ready else 400, {"name": name, "ready": ready})
 
     async def _model_metadata(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        model = self.core.model(*match.group("name", "version"))
+        model = await self.core.model(*match.group("name", "version"))
         await send_json(send, 200, self.core.model_metadata(model))
 
     async def _model_config(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        model = self.core.model(*match.group("name", "version"))
+        model = await self.core.model(*match.group("name", "version"))
         await send_json(send, 200, self.core.model_config(model))
 
     async def _repository_index(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:

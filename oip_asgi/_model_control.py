@@ -117,6 +117,11 @@ class ModelControl:
         await asyncio.shield(self._started)
 
     @property
+    def has_started(self) -> bool:
+        """Its start-up loads have run (they may have failed: their reasons are in the index)."""
+        return self._started is not None and self._started.done()
+
+    @property
     def ready(self) -> bool:
         """Started, and no model of the directory failing to load (as a server whose models all loaded)."""
         if self._started is None or not self._started.done():

@@ -278,3 +278,33 @@ async def test_a_server_without_a_repository_says_so() -> None:
         response = await http.post("/repository/index")
         assert response.status_code == 404 and "serves no model repository" in response.json()["error"]
         assert "model_repository" not in (await http.get("/")).json()["extensions"]
+
+
+async def test_a_repository_is_mounted_in_starlette_django_and_flask_like_any_models(tmp_path: Path) -> None:
+    from starlette.applications import Starlette
+
+    import oip_asgi
+    from oip_asgi_django import OIPDispatcher
+
+    write_model(tmp_path, "a", adds=1)
+    host = Starlette()
+    oip_asgi.mount(host, oip_app(model_repository=tmp_path), path="/v2")
+    django_like = OIPDispatcher(Starlette(), oip_app(model_repository=tmp_path), prefix="/v2")
+    for app in (host, django_like):
+        async with client(app) as http:
+            response = await http.post("/v2/models/a/infer", json=BODY)  # loads on first use
+            assert response.json()["outputs"][0]["data"] == [2, 3]
+            assert (await http.post("/v2/repository/index")).json()[0]["state"] == "READY"
+
+
+def test_a_repository_is_served_from_flask(tmp_path: Path) -> None:
+    flask = pytest.importorskip("flask")
+    from oip_asgi_flask import OIP
+
+    write_model(tmp_path, "a", adds=1)
+    app = flask.Flask(__name__)
+    OIP(app, models=oip_app(model_repository=ModelRepository(tmp_path, model_control_mode="explicit")))
+    http = app.test_client()
+    assert http.post("/v2/repository/index").json == [{"name": "a"}]
+    assert http.post("/v2/repository/models/a/load").status_code == 200
+    assert http.post("/v2/models/a/infer", json=BODY).json["outputs"][0]["data"] == [2, 3]
