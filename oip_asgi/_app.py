@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from ._body import BodyReader
 from ._core import CoreOptions, ServerCore
@@ -19,7 +20,16 @@ from ._inference import DecodedRequest, OutputTensor
 from ._models import ModelsArgument
 from ._openapi import OpenAPI
 from ._paths import route_path
-from ._responses import JSON, OCTET_STREAM, choose_encoding, inference_response, send_error, send_json, send_response
+from ._responses import (
+    JSON,
+    OCTET_STREAM,
+    SendFailed,
+    choose_encoding,
+    inference_response,
+    send_error,
+    send_json,
+    send_response,
+)
 from ._rest_request import read_request
 from ._schemas import ModelControlRequest, RepositoryIndexRequest
 from ._serving import ServedModel
@@ -113,23 +123,15 @@ class OIPApp:
             return
         if scope["type"] != "http":
             return  # websockets are not part of the protocol; refusing the handshake closes them
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = True
-            try:
-                await send(message)
-            except OSError as exc:  # ASGI: send on a closed connection raises an OSError subclass
-                raise ClientDisconnected from exc
-
         try:
-            await self._dispatch(scope, receive, tracking_send)
+            await self._dispatch(scope, receive, send)
         except ClientDisconnected:
             pass
+        except SendFailed as exc:  # the response may have started: only the log can tell
+            self.core.answer(exc.__cause__ or exc, f"{scope.get('method')} {scope.get('path')}")
         except Exception as exc:
             error = self.core.answer(exc, f"{scope.get('method')} {scope.get('path')}")
-            if not started:
+            with contextlib.suppress(ClientDisconnected, SendFailed):
                 await send_error(send, error)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
