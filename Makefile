@@ -9,6 +9,10 @@ LAMBDA_ARCH ?= x86_64
 # What the function runs besides oip-asgi: the module template.yaml's Handler names and whatever it
 # imports, as files or whole directories (paths from here, no trailing slash; kept as they are).
 LAMBDA_SOURCES ?= examples/__init__.py examples/models.py examples/lambda_handler.py
+# A model repository (docs/repository.md) is packed as one more source, a directory: its path from here,
+# as the handler names it. Its model files' libraries are extras here (LAMBDA_EXTRAS=lambda,onnx), and
+# config.pbtxt files need protobuf, which the grpc extra brings (LAMBDA_EXTRAS=lambda,grpc).
+LAMBDA_EXTRAS ?= lambda
 # Your models' own dependencies, one requirement a line, installed with oip-asgi's when the file exists.
 LAMBDA_REQUIREMENTS ?= requirements-lambda.txt
 WHEELS := $(abspath .lambda-wheels)
@@ -20,7 +24,7 @@ build-OIPFunction:
 	$(PYTHON) -m pip install --target "$(ARTIFACTS_DIR)" --only-binary=:all: \
 		--implementation cp --python-version $(LAMBDA_PYTHON) \
 		--platform manylinux_2_28_$(LAMBDA_ARCH) --platform manylinux2014_$(LAMBDA_ARCH) \
-		"$$(ls "$(WHEELS)"/oip_asgi-*.whl)[lambda]" \
+		"$$(ls "$(WHEELS)"/oip_asgi-*.whl)[$(LAMBDA_EXTRAS)]" \
 		$(if $(wildcard $(LAMBDA_REQUIREMENTS)),--requirement "$(LAMBDA_REQUIREMENTS)")
 	rm -rf "$(WHEELS)"
 	for source in $(LAMBDA_SOURCES); do \

@@ -2,8 +2,8 @@
 
 Lambda bills and users wait for the init phase, which for a Python function is mostly imports.
 This runs ``python -X importtime`` in N fresh interpreters and reports the median import time of
-the adapter (and of the example handler, which also builds and loads the models), with the
-top-level packages that cost the most.
+the adapter (and of the example handlers, which also build and load the models: the example
+module's, and a packed model repository's), with the top-level packages that cost the most.
 
     python bench/lambda_import_time.py [--runs 15] [--json]
 """
@@ -20,7 +20,12 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = {"oip_asgi_lambda": "import oip_asgi_lambda", "examples.lambda_handler": "import examples.lambda_handler"}
+TARGETS = {
+    "oip_asgi_lambda": "import oip_asgi_lambda",
+    "examples.lambda_handler": "import examples.lambda_handler",
+    # A packed model repository (examples/repository): read, its config.pbtxt files parsed, its models loaded.
+    "examples.lambda_repository": "import examples.lambda_repository",
+}
 
 
 def import_times(statement: str) -> dict[str, int]:

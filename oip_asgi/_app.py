@@ -4,31 +4,37 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
+import contextlib
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from ._body import BodyReader
-from ._core import DEFAULT_MAX_BODY_SIZE, ServerCore
+from ._core import CoreOptions, ServerCore
 from ._errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, quoted
 from ._inference import DecodedRequest, OutputTensor
-from ._model_control import ModelRepository
 from ._models import ModelsArgument
 from ._openapi import OpenAPI
 from ._paths import route_path
-from ._responses import JSON, OCTET_STREAM, choose_encoding, inference_response, send_error, send_json, send_response
+from ._responses import (
+    JSON,
+    OCTET_STREAM,
+    SendFailed,
+    choose_encoding,
+    inference_response,
+    send_error,
+    send_json,
+    send_response,
+)
 from ._rest_request import read_request
 from ._schemas import ModelControlRequest, RepositoryIndexRequest
 from ._serving import ServedModel
-from ._workers import DEFAULT_MAX_THREADS
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry
     from typing_extensions import Unpack
 
 DEFAULT_MAX_JSON_SIZE = 32 * 2**20
@@ -57,18 +63,10 @@ class Route:
 _MODEL = r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?"
 
 
-class AppOptions(TypedDict, total=False):
-    """`OIPApp`'s options, as `oip_app`, `mount` and the adapters pass them on."""
+class AppOptions(CoreOptions, total=False):
+    """`OIPApp`'s options, as `oip_app`, `mount` and the adapters pass them on: the core's, and REST's own."""
 
-    name: str
-    max_body_size: int
     max_json_size: int
-    expose_errors: bool
-    max_threads: int
-    metrics: bool | CollectorRegistry
-    tracing: bool
-    access_log: bool
-    model_repository: ModelRepository | str | os.PathLike[str] | None
 
 
 class OIPApp:
@@ -82,28 +80,11 @@ class OIPApp:
         self,
         models: ModelsArgument | None = None,
         *,
-        name: str = "oip-asgi",
-        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         max_json_size: int = DEFAULT_MAX_JSON_SIZE,
-        expose_errors: bool = True,
-        max_threads: int = DEFAULT_MAX_THREADS,
-        metrics: bool | CollectorRegistry = False,
-        tracing: bool = False,
-        access_log: bool = False,
-        model_repository: ModelRepository | str | os.PathLike[str] | None = None,
+        **options: Unpack[CoreOptions],
     ) -> None:
-        self.core = ServerCore(
-            {} if models is None else models,
-            name=name,
-            max_body_size=max_body_size,
-            expose_errors=expose_errors,
-            max_threads=max_threads,
-            metrics=metrics,
-            tracing=tracing,
-            access_log=access_log,
-            model_repository=model_repository,
-        )
-        self.max_json_size = min(max_json_size, max_body_size)
+        self.core = ServerCore({} if models is None else models, **options)
+        self.max_json_size = min(max_json_size, self.core.max_body_size)
         self._openapi = OpenAPI(self.core)
         # The most frequent request first: each route is one regular expression to try.
         self.routes = [
@@ -142,23 +123,15 @@ class OIPApp:
             return
         if scope["type"] != "http":
             return  # websockets are not part of the protocol; refusing the handshake closes them
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = True
-            try:
-                await send(message)
-            except OSError as exc:  # ASGI: send on a closed connection raises an OSError subclass
-                raise ClientDisconnected from exc
-
         try:
-            await self._dispatch(scope, receive, tracking_send)
+            await self._dispatch(scope, receive, send)
         except ClientDisconnected:
             pass
+        except SendFailed as exc:  # the response may have started: only the log can tell
+            self.core.answer(exc.__cause__ or exc, f"{scope.get('method')} {scope.get('path')}")
         except Exception as exc:
             error = self.core.answer(exc, f"{scope.get('method')} {scope.get('path')}")
-            if not started:
+            with contextlib.suppress(ClientDisconnected, SendFailed):
                 await send_error(send, error)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -208,15 +181,15 @@ class OIPApp:
 
     async def _model_ready(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         name, version = match.group("name", "version")
-        ready = self.core.model_ready(self.core.model(name, version))
+        ready = self.core.model_ready(name, version)
         await send_json(send, 200 if ready else 400, {"name": name, "ready": ready})
 
     async def _model_metadata(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        model = self.core.model(*match.group("name", "version"))
+        model = await self.core.model(*match.group("name", "version"))
         await send_json(send, 200, self.core.model_metadata(model))
 
     async def _model_config(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        model = self.core.model(*match.group("name", "version"))
+        model = await self.core.model(*match.group("name", "version"))
         await send_json(send, 200, self.core.model_config(model))
 
     async def _repository_index(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:

@@ -16,11 +16,11 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 import anyio
 
-from ._errors import BadRequest, ClientDisconnected, ModelError, OIPError, answer, quoted
+from ._errors import BadRequest, ClientDisconnected, ModelError, NotFound, OIPError, answer, quoted
 from ._inference import DecodedRequest, OutputTensor, model_outputs
 from ._logging import show_unless_configured
 from ._metadata import ModelMetadata, ServerMetadata, TensorMetadata
@@ -68,6 +68,19 @@ class Exchange(Protocol[Response]):
 
     async def send(self, response: Response) -> int:
         """Send `response` (or leave that to the wire's server); the bytes it holds."""
+
+
+class CoreOptions(TypedDict, total=False):
+    """`ServerCore`'s options, as `oip_app` and the REST app pass them on."""
+
+    name: str
+    max_body_size: int
+    expose_errors: bool
+    max_threads: int
+    metrics: bool | CollectorRegistry
+    tracing: bool
+    access_log: bool
+    model_repository: ModelRepository | str | os.PathLike[str] | None
 
 
 class NoRepository(OIPError, status_code=404, grpc_code="UNIMPLEMENTED"):
@@ -221,12 +234,28 @@ class ServerCore:
 
     # What every wire tells
 
-    def model(self, name: str, version: str | None = None) -> ServedModel:
+    async def model(self, name: str, version: str | None = None) -> ServedModel:
+        """The served model `name` (`version`, or the newest). A repository's models are listed once its
+        control has started: an app mounted where no lifespan runs starts it on its first request."""
+        try:
+            return self.repository.get(name, version)
+        except NotFound:
+            if self.control is None or self.control.has_started:
+                raise
+        await self.control.started()
         return self.repository.get(name, version)
 
-    def model_ready(self, model: ServedModel) -> bool:
+    def model_ready(self, name: str, version: str | None = None) -> bool:
+        """Whether `name` serves; a probe never waits on a load: it answers, and loading goes on."""
+        try:
+            model = self.repository.get(name, version)
+        except NotFound:
+            if self.control is not None and not self.control.has_started:
+                self.start_loading()  # a repository's models are not listed yet: not ready, for now
+                return False
+            raise
         if not model.ready:
-            self.start_loading()  # a probe never waits on a load: it answers, and loading goes on
+            self.start_loading()
         return model.ready
 
     def server_ready(self) -> bool:
@@ -277,7 +306,7 @@ class ServerCore:
 
     async def infer(self, name: str, version: str | None, exchange: Exchange[Response]) -> Response:
         """One inference on the model `name` (`version`, or the newest), from request to response."""
-        model = self.repository.get(name, version)
+        model = await self.model(name, version)
         model.hold()  # from here until it is answered: an unload waits for it
         try:
             if model.state != "READY":

@@ -117,6 +117,11 @@ class ModelControl:
         await asyncio.shield(self._started)
 
     @property
+    def has_started(self) -> bool:
+        """Its start-up loads have run (they may have failed: their reasons are in the index)."""
+        return self._started is not None and self._started.done()
+
+    @property
     def ready(self) -> bool:
         """Started, and no model of the directory failing to load (as a server whose models all loaded)."""
         if self._started is None or not self._started.done():
@@ -201,6 +206,10 @@ class ModelControl:
         if name not in self._loaded and name not in self._list():
             # Nothing to record in the index: no such model (or a name that would leave the repository).
             raise BadRequest(f"failed to load {quoted(name)}: {_not_in_repository(name, self.root)}")
+        if files and not self.allow_file_overrides:
+            raise _files_refused(
+                name, "file overrides are off: the app must enable them (ModelRepository(allow_file_overrides=True))"
+            )
         if name not in self._loaded:
             self._unserved[name] = _Unserved("LOADING")
         directory_module = _directory()
@@ -219,6 +228,8 @@ class ModelControl:
             reason = exc.message if isinstance(exc, OIPError) else str(exc)
             if name not in self._loaded:  # a model that served before goes on serving as it was
                 self._unserved[name] = _Unserved("UNAVAILABLE", reason)
+            if files and isinstance(exc.__cause__, directory_module.PathError):
+                raise _files_refused(name, reason) from exc
             # Triton's words first: its model-control examples read them.
             raise BadRequest(f"failed to load {quoted(name)}: {reason}") from exc
         self._loaded.add(name)
@@ -287,6 +298,12 @@ def _loading() -> Iterator[None]:
         _loads_running -= 1
         if not _loads_running:
             sys.setswitchinterval(_switch_interval)
+
+
+def _files_refused(name: str, reason: str) -> OIPError:
+    # Triton's answer to file overrides it cannot write, INTERNAL with these words: its own model-control
+    # example checks both (INVALID_ARGUMENT would say it better; the clients decide).
+    return OIPError(f"failed to load {quoted(name)}: failed to poll from model repository: {reason}")
 
 
 def _not_in_repository(name: str, root: Path) -> str:

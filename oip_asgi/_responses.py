@@ -13,7 +13,7 @@ from typing import Any
 
 from starlette.types import Send
 
-from ._errors import OIPError
+from ._errors import ClientDisconnected, OIPError
 from ._inference import DecodedRequest, OutputTensor
 from ._json_tensors import json_data
 from ._schemas import InferenceResponse, ResponseOutput, encoder
@@ -32,6 +32,11 @@ def render_error(error: OIPError) -> tuple[list[tuple[str, str]], bytes]:
     return [("content-type", "application/json"), *error.headers.items(), ("content-length", str(len(body)))], body
 
 
+class SendFailed(Exception):
+    """Sending a response failed for another reason than a client that left: it may have started,
+    so nothing more can be sent to this client (the cause is the server's to log)."""
+
+
 async def send_response(
     send: Send,
     status: int,
@@ -41,7 +46,26 @@ async def send_response(
     encoding: str | None = None,
 ) -> int:
     """Send a response whose body is `parts`, in slices of at most `SLICE` bytes (compressed with
-    `encoding`, gzip or deflate, when given); the body's bytes. Every response goes out here."""
+    `encoding`, gzip or deflate, when given); the body's bytes. Every response goes out here.
+
+    A client that left is a `ClientDisconnected` (ASGI servers raise an OSError on its connection);
+    any other failure a `SendFailed`.
+    """
+    try:
+        return await _send(send, status, headers, parts, encoding)
+    except OSError as exc:
+        raise ClientDisconnected from exc
+    except Exception as exc:
+        raise SendFailed from exc
+
+
+async def _send(
+    send: Send,
+    status: int,
+    headers: list[tuple[bytes, bytes]],
+    parts: Sequence[bytes | memoryview],
+    encoding: str | None,
+) -> int:
     if encoding is not None:
         return await _send_compressed(send, status, headers, parts, encoding)
     size = sum(map(len, parts))

@@ -83,7 +83,7 @@ async def test_a_removed_model_lets_requests_in_flight_finish_and_refuses_new_on
     app = oip_app({"m": Model(slow, **SPECS), "other": adding(1)})
     async with client(app) as http:
         in_flight = asyncio.ensure_future(http.post("/models/m/infer", json=BODY))
-        model = app.core.model("m")
+        model = await app.core.model("m")
         await until(lambda: model.in_flight == 1)  # the request reached the model
         removing = asyncio.ensure_future(app.core.remove_model("m"))
         await until(lambda: model.state == "UNLOADING")

@@ -21,6 +21,7 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 from oip_asgi import __version__  # noqa: E402
 from oip_asgi._cli import parser  # noqa: E402
+from oip_asgi._formats import FORMATS  # noqa: E402
 
 from ._servers import HOST, ROOT, free_port, serving, triton_round_trip  # noqa: E402
 
@@ -50,14 +51,13 @@ def kserve_errors(manifest: dict[str, Any]) -> list[str]:
     return [f"{error.json_path}: {error.message}" for error in validator.iter_errors(manifest)]
 
 
-def runtime() -> dict[str, Any]:
-    (found,) = [m for m in manifests().values() if m["kind"] == "ServingRuntime"]
-    return found
+def runtime(file: str = "servingruntime.yaml") -> dict[str, Any]:
+    """The runtime for the image's own models, or (servingruntime-models.yaml) the one for model files."""
+    return manifests()[f"{file}#0"]
 
 
-def inference_service() -> dict[str, Any]:
-    (found,) = [m for m in manifests().values() if m["kind"] == "InferenceService"]
-    return found
+def inference_service(file: str = "inferenceservice.yaml") -> dict[str, Any]:
+    return manifests()[f"{file}#0"]
 
 
 def runtime_pod(runtime: dict[str, Any]) -> dict[str, Any]:
@@ -75,8 +75,14 @@ def kubernetes_errors(resource: dict[str, Any]) -> list[str]:
     return []
 
 
-def test_the_manifests_are_a_runtime_and_a_service_using_it() -> None:
-    assert sorted(m["kind"] for m in manifests().values()) == ["InferenceService", "ServingRuntime"]
+def test_the_manifests_are_two_runtimes_and_a_service_using_each() -> None:
+    kinds = {name: manifest["kind"] for name, manifest in manifests().items()}
+    assert kinds == {
+        "inferenceservice.yaml#0": "InferenceService",
+        "inferenceservice-sklearn.yaml#0": "InferenceService",
+        "servingruntime.yaml#0": "ServingRuntime",
+        "servingruntime-models.yaml#0": "ServingRuntime",
+    }
 
 
 @pytest.mark.parametrize("name", list(manifests()))
@@ -84,8 +90,9 @@ def test_manifest_is_valid_for_kserve(name: str) -> None:
     assert kserve_errors(manifests()[name]) == []
 
 
-def test_runtime_pod_is_valid_for_kubernetes() -> None:
-    assert kubernetes_errors(runtime_pod(runtime())) == []
+@pytest.mark.parametrize("file", ["servingruntime.yaml", "servingruntime-models.yaml"])
+def test_runtime_pod_is_valid_for_kubernetes(file: str) -> None:
+    assert kubernetes_errors(runtime_pod(runtime(file))) == []
 
 
 def broken(change: str) -> dict[str, Any]:
@@ -191,3 +198,86 @@ def grpc_round_trip(address: str) -> None:
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), 2 * a)
     finally:
         client.close()
+
+
+# The runtime for model files: KServe with no code
+
+
+def test_the_models_runtime_declares_the_formats_we_read() -> None:
+    formats = {form["name"]: form for form in runtime("servingruntime-models.yaml")["spec"]["supportedModelFormats"]}
+    # KServe's names for the formats Model.from_file reads (PyTorch is KServe's "pytorch").
+    assert set(formats) == {"pytorch" if name == "torch" else name for name in FORMATS}
+    built = set(re.findall(r"EXTRAS=([\w,]+)", (KSERVE / "servingruntime-models.yaml").read_text())[0].split(","))
+    for name, form in formats.items():
+        assert form["autoSelect"] is ({"pytorch": "torch"}.get(name, name) in built), name
+
+
+def test_a_sklearn_inference_service_selects_the_models_runtime_by_its_format_alone() -> None:
+    model = inference_service("inferenceservice-sklearn.yaml")["spec"]["predictor"]["model"]
+    assert "runtime" not in model and model["storageUri"]
+    selecting = [
+        manifest["metadata"]["name"]
+        for manifest in manifests().values()
+        if manifest["kind"] == "ServingRuntime"
+        and any(
+            form["name"] == model["modelFormat"]["name"] and form.get("autoSelect")
+            for form in manifest["spec"]["supportedModelFormats"]
+        )
+    ]
+    assert selecting == ["oip-asgi-models"]
+    assert model["protocolVersion"] in runtime("servingruntime-models.yaml")["spec"]["protocolVersions"]
+
+
+def test_the_models_runtime_serves_mnt_models_under_the_inference_services_name_on_kserves_ports() -> None:
+    (container,) = runtime("servingruntime-models.yaml")["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "oip_asgi._model_directory.kserve"]
+    mounted, name, *options = container["args"]
+    assert (mounted, name) == ("/mnt/models", "{{.Name}}")
+    args = parser().parse_args(["serve", "--model-repository", "/tmp/oip-asgi-repository", *options])
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports == {"http1": args.port, "h2c": args.grpc_port} == {"http1": 8080, "h2c": 8081}
+    assert args.host == "0.0.0.0"
+    assert {mount["mountPath"] for mount in container["volumeMounts"]} == {"/tmp"}  # where the repository is laid
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["model file", "repository"])
+def test_the_models_runtimes_command_serves_mnt_models_as_the_storage_initializer_lays_it(
+    tmp_path: Path, layout: str
+) -> None:
+    """KServe's storage initializer copies the storageUri's contents into /mnt/models: here, a tmp folder."""
+    import numpy as np
+    import skops.io
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    httpclient = pytest.importorskip("tritonclient.http")
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    X, y = load_iris(return_X_y=True)
+    classifier = LogisticRegression(max_iter=1000).fit(X, y)
+    mounted = tmp_path / "mnt" / "models"
+    model_folder = mounted if layout == "model file" else mounted / "iris" / "1"
+    model_folder.mkdir(parents=True)
+    skops.io.dump(classifier, model_folder / "model.skops")
+    served = "sklearn-iris" if layout == "model file" else "iris"
+
+    (container,) = runtime("servingruntime-models.yaml")["spec"]["containers"]
+    port, grpc_port = free_port(), free_port()
+    values = {"/mnt/models": str(mounted), "{{.Name}}": "sklearn-iris", "0.0.0.0": HOST}
+    values |= {"8080": str(port), "8081": str(grpc_port)}
+    python, *module = container["command"]
+    assert python == "python"
+    argv = [*module, *(values.get(arg, arg) for arg in container["args"])]
+    with serving(argv, port, env={"TMPDIR": str(tmp_path)}, timeout=60) as server:
+        client = httpclient.InferenceServerClient(server.address)
+        assert client.is_model_ready(served)
+        tensor = httpclient.InferInput("input-0", [5, 4], "FP64")
+        tensor.set_data_from_numpy(X[:5])
+        answer = client.infer(served, [tensor]).as_numpy("predict")
+        np.testing.assert_array_equal(answer, classifier.predict(X[:5]))
+        channel = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
+        try:
+            assert channel.get_model_metadata(served).name == served
+        finally:
+            channel.close()

@@ -21,6 +21,8 @@ FILES = [
     "Dockerfile",
     "deploy/kserve/servingruntime.yaml",
     "deploy/kserve/inferenceservice.yaml",
+    "deploy/kserve/servingruntime-models.yaml",
+    "deploy/kserve/inferenceservice-sklearn.yaml",
     "examples/ray_serve.py",
     "deploy/ray/serve.yaml",
     "examples/lambda_handler.py",

@@ -616,3 +616,33 @@ def test_import_time_bench_runs() -> None:
     assert report["oip_asgi_lambda"]["median_ms"] > 0
     assert "numpy" in report["oip_asgi_lambda"]["heaviest_ms"]
     assert "examples" in report["examples.lambda_handler"]["heaviest_ms"]
+    assert report["examples.lambda_repository"]["median_ms"] > 0
+
+
+def test_a_packed_model_repository_is_read_and_loaded_in_the_init_phase() -> None:
+    import examples.lambda_repository as packed
+
+    handler = packed.handler
+    index = response_json(handler(http_api_event("POST", "/v2/repository/index", b"{}", TEXT), CONTEXT))
+    assert {(entry["name"], entry["state"]) for entry in index} == {("animals", "READY"), ("simple", "READY")}
+    a = list(range(16))
+    body = {
+        "inputs": [{"name": name, "shape": [1, 16], "datatype": "INT32", "data": a} for name in ("INPUT0", "INPUT1")]
+    }
+    answer = response_json(
+        handler(http_api_event("POST", "/v2/models/simple/infer", json.dumps(body).encode(), TEXT), CONTEXT)
+    )
+    assert {output["name"]: output["data"] for output in answer["outputs"]} == {
+        "OUTPUT0": [2 * x for x in a],
+        "OUTPUT1": [0] * 16,
+    }
+    body = {
+        "inputs": [{"name": "FEATURES", "shape": [1, 4], "datatype": "FP32", "data": [0, 0, 0, 1]}],
+        "outputs": [{"name": "SCORES", "parameters": {"classification": 1}}],
+    }
+    answer = response_json(
+        handler(http_api_event("POST", "/v2/models/animals/infer", json.dumps(body).encode(), TEXT), CONTEXT)
+    )
+    assert answer["outputs"][0]["data"][0].endswith(":2:bird")  # the label file's names, through classification
+    config = response_json(handler(http_api_event("GET", "/v2/models/animals/config"), CONTEXT))
+    assert config["output"][0]["label_filename"] == "labels.txt" and config["max_batch_size"] == 32

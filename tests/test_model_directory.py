@@ -334,6 +334,9 @@ def test_file_overrides_write_into_the_model_folder_only_when_allowed(tmp_path: 
     with pytest.raises(RepositoryError, match="off"):
         read_model(tmp_path, "double", config=config, files=files)
     assert not (tmp_path / "double").exists()
+    with pytest.raises(RepositoryError, match="not a valid Triton ModelConfig"):
+        read_model(tmp_path, "double", config={"inputs": []}, files=files, allow_files=True)
+    assert not (tmp_path / "double").exists()  # nothing written for a request refused
     (model,) = read_model(tmp_path, "double", config=config, files=files, allow_files=True).versions
     assert (tmp_path / "double" / "1" / "model.py").read_bytes() == files["1/model.py"]
     np.testing.assert_array_equal(model.predict(x=np.array([5.0]))["y"], [10.0])
@@ -348,10 +351,15 @@ def test_file_overrides_that_leave_the_model_folder_are_refused(tmp_path: Path, 
     (root / "double").mkdir(parents=True)
     (tmp_path / "outside").mkdir()
     (root / "double" / "linked").symlink_to(tmp_path / "outside")
+    files = {"1/model.py": MODEL_PY_CALLABLE.encode(), name: b"model = print\n"}  # refused as a whole
     with pytest.raises(RepositoryError, match="override file"):
-        read_model(root, "double", files={name: b"model = print\n"}, allow_files=True)
+        read_model(root, "double", files=files, allow_files=True)
     written = [path for path in tmp_path.rglob("*") if path.is_file()]
     assert written == []
+    if not name.startswith("linked/"):  # a model folder not there yet is not made for a refused request
+        with pytest.raises(RepositoryError, match="override file"):
+            read_model(root, "new", files={name: b""}, allow_files=True)
+        assert not (root / "new").exists()
 
 
 def test_the_fingerprint_changes_with_the_folder_and_only_then(tmp_path: Path, classifier: LogisticRegression) -> None:
@@ -435,3 +443,26 @@ def test_kserve_a_repository_is_served_as_it_is(tmp_path: Path, classifier: Logi
         (tmp_path / "empty").mkdir(exist_ok=True)
         with pytest.raises(ValueError, match=str(empty)):
             storage_repository(empty, "iris", tmp_path / "scratch")
+
+
+def test_reading_a_model_py_leaves_its_folder_as_it_was(tmp_path: Path) -> None:
+    put(tmp_path / "double" / "1" / "model.py", MODEL_PY_CALLABLE)
+    before = fingerprint(tmp_path, "double")
+    read_model(tmp_path, "double")
+    assert fingerprint(tmp_path, "double") == before  # no __pycache__: poll mode would take it for a change
+    put(tmp_path / "double" / "1" / "model.py", MODEL_PY_CALLABLE.replace("* 2", "* 3"))
+    (model,) = read_model(tmp_path, "double").versions
+    np.testing.assert_array_equal(model.predict(x=np.array([1.0]))["y"], [3.0])  # the new source, never stale
+
+
+def test_the_example_repository_reads_without_warnings_and_answers() -> None:
+    root = Path(__file__).parent.parent / "examples" / "repository"
+    assert model_names(root) == ["animals", "simple"]
+    animals, simple = (read_model(root, name) for name in ("animals", "simple"))
+    assert animals.warnings == simple.warnings == []
+    a = np.arange(32, dtype=np.int32).reshape(2, 16)
+    answer = simple.versions[0].predict(INPUT0=a, INPUT1=a)
+    np.testing.assert_array_equal(answer["OUTPUT0"], 2 * a)
+    (model,) = animals.versions
+    assert (model.max_batch_size, model.labels_for("SCORES")) == (32, ["cat", "dog", "bird"])
+    assert np.argmax(model.predict(FEATURES=np.array([[0, 0, 0, 1]], dtype=np.float32))) == 2  # bird

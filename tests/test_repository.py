@@ -4,6 +4,7 @@ on REST, the model-control modes, failed loads, reloads, and what a request meet
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import sys
 import textwrap
@@ -248,9 +249,62 @@ async def test_loads_shorten_the_gil_switch_interval_while_they_run(tmp_path: Pa
     assert sys.getswitchinterval() == before
 
 
+async def test_file_overrides_write_only_where_allowed_and_only_inside_the_models_folder(tmp_path: Path) -> None:
+    write_model(tmp_path, "a", adds=1)
+    code = base64.b64encode(b"def model(x):\n    return {'y': x + 100}\n").decode()
+    config = json.dumps({"name": "a", "backend": "python"})
+    load = {"parameters": {"config": config, "file:1/model.py": code}}
+    off = oip_app(model_repository=ModelRepository(tmp_path, model_control_mode="explicit"))
+    async with client(off) as http:
+        response = await http.post("/repository/models/a/load", json=load)
+        assert response.status_code == 500  # Triton's answer, which its clients check: INTERNAL, these words
+        assert response.json()["error"].startswith("failed to load 'a': failed to poll from model repository: ")
+    on = oip_app(model_repository=ModelRepository(tmp_path, model_control_mode="explicit", allow_file_overrides=True))
+    async with client(on) as http:
+        assert (await http.post("/repository/models/a/load", json=load)).status_code == 200
+        assert await infer(http, "a") == (200, [101, 102])
+        for escape in ("file:../b/1/model.py", "file:/tmp/model.py", "file:1/../../b.py"):
+            response = await http.post(
+                "/repository/models/a/load", json={"parameters": {"config": config, escape: code}}
+            )
+            assert response.status_code == 500 and "failed to poll from model repository" in response.text, escape
+        assert not (tmp_path / "b").exists() and not (tmp_path / "b.py").exists()
+        assert await infer(http, "a") == (200, [101, 102])  # still the version that loaded
+
+
 async def test_a_server_without_a_repository_says_so() -> None:
     app = oip_app({})
     async with client(app) as http:
         response = await http.post("/repository/index")
         assert response.status_code == 404 and "serves no model repository" in response.json()["error"]
         assert "model_repository" not in (await http.get("/")).json()["extensions"]
+
+
+async def test_a_repository_is_mounted_in_starlette_django_and_flask_like_any_models(tmp_path: Path) -> None:
+    from starlette.applications import Starlette
+
+    import oip_asgi
+    from oip_asgi_django import OIPDispatcher
+
+    write_model(tmp_path, "a", adds=1)
+    host = Starlette()
+    oip_asgi.mount(host, oip_app(model_repository=tmp_path), path="/v2")
+    django_like = OIPDispatcher(Starlette(), oip_app(model_repository=tmp_path), prefix="/v2")
+    for app in (host, django_like):
+        async with client(app) as http:
+            response = await http.post("/v2/models/a/infer", json=BODY)  # loads on first use
+            assert response.json()["outputs"][0]["data"] == [2, 3]
+            assert (await http.post("/v2/repository/index")).json()[0]["state"] == "READY"
+
+
+def test_a_repository_is_served_from_flask(tmp_path: Path) -> None:
+    flask = pytest.importorskip("flask")
+    from oip_asgi_flask import OIP
+
+    write_model(tmp_path, "a", adds=1)
+    app = flask.Flask(__name__)
+    OIP(app, models=oip_app(model_repository=ModelRepository(tmp_path, model_control_mode="explicit")))
+    http = app.test_client()
+    assert http.post("/v2/repository/index").json == [{"name": "a"}]
+    assert http.post("/v2/repository/models/a/load").status_code == 200
+    assert http.post("/v2/models/a/infer", json=BODY).json["outputs"][0]["data"] == [2, 3]

@@ -9,8 +9,8 @@ calls `read_model` off the event loop and serves what it returns.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,16 +102,16 @@ def _read(
     root: Path, name: str, override: Mapping[str, Any] | None, files: Mapping[str, bytes] | None, allow_files: bool
 ) -> DirectoryModel:
     folder = model_folder(root, name)
+    checked = None if override is None else checked_json(override)  # replaces config.pbtxt, as in Triton
     if files:
         if not allow_files:
             raise RepositoryError(
                 "file overrides in a load request are off: the app must enable them to write into the repository"
             )
-        folder.mkdir(exist_ok=True)
-        write_files(folder, files)
+        write_files(folder, files)  # only once the request's config is known to be valid
     if not folder.is_dir():
         raise RepositoryError(f"no model {name!r} in the repository")
-    config = _config(folder, override)
+    config = checked if override is not None else _read_config(folder)
     if config is not None and config.get("name", name) != name:
         raise RepositoryError(f"config names model {config['name']!r}, but its folder is {name!r}")
     settings = _settings(folder, name, config or {})
@@ -121,9 +121,7 @@ def _read(
     return DirectoryModel(name, versions, _completed(config, name, versions[-1]), warnings)
 
 
-def _config(folder: Path, override: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if override is not None:
-        return checked_json(override)  # replaces config.pbtxt, as in Triton
+def _read_config(folder: Path) -> dict[str, Any] | None:
     file = folder / "config.pbtxt"
     return read_pbtxt(file) if file.is_file() else None
 
@@ -242,14 +240,15 @@ def _trusted(value: str) -> bool | list[str]:
 def _python_model(file: Path, declared: Mapping[str, Any]) -> Model:
     """``model`` from a version's model.py: a `Model` (what the config declares wins) or a callable."""
     # One module per model version, replaced on reload, so that pickling and dataclasses find it by name.
+    # Compiled from the source each time: no __pycache__ written into the repository (poll mode would see
+    # a change), and no stale bytecode for a model.py rewritten within its file system's mtime resolution.
     module_name = f"oip_asgi_repository.{declared['name']}.{declared['version']}"
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    if spec is None or spec.loader is None:
-        raise RepositoryError(f"cannot import {file}")
-    module = importlib.util.module_from_spec(spec)
+    module = types.ModuleType(module_name)
+    module.__file__ = str(file)
+    code = compile(file.read_bytes(), str(file), "exec")
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(code, module.__dict__)
     except BaseException:
         del sys.modules[module_name]
         raise

@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from ._paths import is_model_name
 
-SCRATCH = Path("/tmp/oip-asgi-repository")  # KServe's pods may have a read-only root; /tmp is theirs to write
+
+def scratch_folder() -> Path:
+    """Where the repository of links goes: under /tmp (or $TMPDIR), since KServe's pods may have a read-only root."""
+    return Path(tempfile.gettempdir(), "oip-asgi-repository")
 
 
-def storage_repository(mounted: Path, name: str, scratch: Path = SCRATCH, *, trusted: bool = False) -> Path:
+def storage_repository(mounted: Path, name: str, scratch: Path, *, trusted: bool = False) -> Path:
     """The repository to serve for what KServe put at `mounted`, for the InferenceService `name`.
 
     `trusted` lets bare joblib or pickle files load (a config of the repository's own says so itself).
@@ -65,7 +69,7 @@ def main(argv: list[str]) -> None:
     trusted = "--trust-pickles" in rest
     rest = [arg for arg in rest if arg != "--trust-pickles"]
     try:
-        repository = storage_repository(Path(mounted), name, trusted=trusted)
+        repository = storage_repository(Path(mounted), name, scratch_folder(), trusted=trusted)
     except (OSError, ValueError) as exc:
         sys.exit(f"oip-asgi on KServe: {exc}")
     command = [sys.executable, "-m", "oip_asgi", "serve", "--model-repository", str(repository), *rest]

@@ -9,8 +9,36 @@ generated modules are importable as ``oip_asgi.grpc.inference_pb2`` and ``oip_as
 
 from __future__ import annotations
 
-from ._codec import TYPED_OUTPUTS
-from ._server import DEFAULT_ADDRESS, bind, server, serving
-from ._service import STATUS_CODES, InferenceService
+import importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from ._codec import TYPED_OUTPUTS
+    from ._server import DEFAULT_ADDRESS, bind, server, serving
+    from ._service import STATUS_CODES, InferenceService
+
+# Each name from its module on first use: importing the generated messages alone (a model repository
+# reads config.pbtxt into inference_pb2.ModelConfig) needs protobuf, not grpcio and the server.
+_LAZY = {
+    "DEFAULT_ADDRESS": "._server",
+    "InferenceService": "._service",
+    "STATUS_CODES": "._service",
+    "TYPED_OUTPUTS": "._codec",
+    "bind": "._server",
+    "server": "._server",
+    "serving": "._server",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'oip_asgi.grpc' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = ["DEFAULT_ADDRESS", "InferenceService", "STATUS_CODES", "TYPED_OUTPUTS", "bind", "server", "serving"]

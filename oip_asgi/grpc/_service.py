@@ -138,17 +138,16 @@ class InferenceService:
     async def model_ready(self, request: pb.ModelReadyRequest) -> pb.ModelReadyResponse:
         # Triton answers an unknown model with ready=false, not NOT_FOUND; tritonclient's is_model_ready relies on it.
         try:
-            model = self.core.model(request.name, request.version or None)
+            return pb.ModelReadyResponse(ready=self.core.model_ready(request.name, request.version or None))
         except (NotFound, BadRequest):
             return pb.ModelReadyResponse(ready=False)
-        return pb.ModelReadyResponse(ready=self.core.model_ready(model))
 
     async def server_metadata(self, request: pb.ServerMetadataRequest) -> pb.ServerMetadataResponse:
         metadata = self.core.server_metadata
         return pb.ServerMetadataResponse(name=metadata.name, version=metadata.version, extensions=metadata.extensions)
 
     async def model_metadata(self, request: pb.ModelMetadataRequest) -> pb.ModelMetadataResponse:
-        metadata = self.core.model_metadata(self.core.model(request.name, request.version or None))
+        metadata = self.core.model_metadata(await self.core.model(request.name, request.version or None))
         tensor = pb.ModelMetadataResponse.TensorMetadata
         return pb.ModelMetadataResponse(
             name=metadata.name,
@@ -172,7 +171,7 @@ class InferenceService:
 
     async def model_config(self, request: pb.ModelConfigRequest) -> pb.ModelConfigResponse:
         """Triton's model configuration extension: the configuration REST serves, field for field."""
-        config = self.core.model_config(self.core.model(request.name, request.version or None))
+        config = self.core.model_config(await self.core.model(request.name, request.version or None))
         return json_format.ParseDict({"config": config}, pb.ModelConfigResponse())
 
     async def repository_index(self, request: pb.RepositoryIndexRequest) -> pb.RepositoryIndexResponse:
