@@ -253,7 +253,10 @@ class ModelControl:
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(self.poll_seconds)
-            await self.poll_once()
+            try:
+                await self.poll_once()
+            except Exception:  # a folder that could not be listed, say: the next poll tries again
+                logger.exception("polling the model repository %r failed", str(self.root))
 
     async def poll_once(self) -> None:
         """Load what was added, reload what changed, unload what was removed (poll mode, every poll_seconds).
