@@ -193,7 +193,10 @@ def test_a_port_in_use_exits_3(workers: str) -> None:
         (["serve", "m:a", "--workers", "0"], "must be at least 1"),
         (["serve"], "name what to serve: MODULE:ATTR, a model file, or --model-repository DIR"),
         (["serve", "--model-repository", "/nonexistent"], "--model-repository '/nonexistent' is not a directory"),
-        (["serve", "m:a", "--load-model", "x"], "--model-control-mode and --load-model go with --model-repository"),
+        (
+            ["serve", "m:a", "--load-model", "x"],
+            "--model-control-mode, --load-model and --kserve-name go with --model-repository",
+        ),
         (
             ["serve", "--model-repository", ".", "--model-control-mode", "explicit", "--workers", "2"],
             "--model-control-mode explicit serves from one process",

@@ -230,10 +230,9 @@ def test_a_sklearn_inference_service_selects_the_models_runtime_by_its_format_al
 
 def test_the_models_runtime_serves_mnt_models_under_the_inference_services_name_on_kserves_ports() -> None:
     (container,) = runtime("servingruntime-models.yaml")["spec"]["containers"]
-    assert container["command"] == ["python", "-m", "oip_asgi._model_directory.kserve"]
-    mounted, name, *options = container["args"]
-    assert (mounted, name) == ("/mnt/models", "{{.Name}}")
-    args = parser().parse_args(["serve", "--model-repository", "/tmp/oip-asgi-repository", *options])
+    assert container["command"] == ["oip-asgi", "serve"]
+    args = parser().parse_args(["serve", *container["args"]])
+    assert (args.model_repository, args.kserve_name) == ("/mnt/models", "{{.Name}}")
     ports = {port["name"]: port["containerPort"] for port in container["ports"]}
     assert ports == {"http1": args.port, "h2c": args.grpc_port} == {"http1": 8080, "h2c": 8081}
     assert args.host == "0.0.0.0"
@@ -266,9 +265,9 @@ def test_the_models_runtimes_command_serves_mnt_models_as_the_storage_initialize
     port, grpc_port = free_port(), free_port()
     values = {"/mnt/models": str(mounted), "{{.Name}}": "sklearn-iris", "0.0.0.0": HOST}
     values |= {"8080": str(port), "8081": str(grpc_port)}
-    python, *module = container["command"]
-    assert python == "python"
-    argv = [*module, *(values.get(arg, arg) for arg in container["args"])]
+    program, *command = container["command"]
+    assert program == "oip-asgi"  # the console script: python -m oip_asgi here, with this test's interpreter
+    argv = ["-m", "oip_asgi", *command, *(values.get(arg, arg) for arg in container["args"])]
     with serving(argv, port, env={"TMPDIR": str(tmp_path)}, timeout=60) as server:
         client = httpclient.InferenceServerClient(server.address)
         assert client.is_model_ready(served)

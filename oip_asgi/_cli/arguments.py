@@ -57,6 +57,17 @@ def parser() -> argparse.ArgumentParser:
         help="with --model-control-mode explicit, a model to load at start (repeatable; '*' for all)",
     )
     repository.add_argument(
+        "--kserve-name",
+        metavar="NAME",
+        help="DIR is what KServe's storage initializer put at /mnt/models: a repository, or one model's folder or "
+        "files, then served as the model NAME (the InferenceService's name)",
+    )
+    repository.add_argument(
+        "--trust-pickles",
+        action="store_true",
+        help="with --kserve-name, let bare joblib and pickle files load (they run the code they hold)",
+    )
+    repository.add_argument(
         "--repository-poll-secs",
         type=float,
         default=15.0,

@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -62,17 +63,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _repository(args: argparse.Namespace) -> ModelRepository | None:
     """--model-repository and its options, checked as the app will check them."""
     if args.model_repository is None:
-        if args.load_model or args.model_control_mode != "none":
-            raise TargetError("--model-control-mode and --load-model go with --model-repository DIR")
+        if args.load_model or args.model_control_mode != "none" or args.kserve_name or args.trust_pickles:
+            raise TargetError("--model-control-mode, --load-model and --kserve-name go with --model-repository DIR")
         return None
     if not os.path.isdir(args.model_repository):
         raise TargetError(f"--model-repository {args.model_repository!r} is not a directory")
+    path = os.path.abspath(args.model_repository)
+    if args.kserve_name is not None:
+        from .kserve import scratch_folder, storage_repository
+
+        try:
+            path = str(storage_repository(Path(path), args.kserve_name, scratch_folder(), trusted=args.trust_pickles))
+        except (OSError, ValueError) as exc:
+            raise TargetError(f"--kserve-name: {exc}") from None
+    elif args.trust_pickles:
+        raise TargetError("--trust-pickles goes with --kserve-name (a repository's config.pbtxt trusts its own files)")
     if args.load_model and args.model_control_mode != "explicit":
         raise TargetError("--load-model names the models to load at start with --model-control-mode explicit")
     if not args.repository_poll_secs > 0:
         raise TargetError(f"--repository-poll-secs must be above 0, got {args.repository_poll_secs}")
     return ModelRepository(
-        os.path.abspath(args.model_repository),
+        path,
         model_control_mode=args.model_control_mode,
         load_models=tuple(args.load_model),
         repository_poll_secs=args.repository_poll_secs,

@@ -4,19 +4,17 @@ KServe copies an InferenceService's ``storageUri`` into ``/mnt/models``: a Trito
 (model folders), one model's folder (``config.pbtxt``, version folders), or bare model files (a
 ``model.skops`` or ``model.onnx``, as KServe's own runtimes take them). The last two are served
 under the InferenceService's name, as KServe's clients address them; so this lays them out as a
-repository of one model, of links into ``/mnt/models``, then runs ``oip-asgi serve`` on it::
+repository of one model, of links into ``/mnt/models``, and the serve command serves that::
 
-    python -m oip_asgi._model_directory.kserve /mnt/models NAME [--trust-pickles] [SERVE OPTIONS...]
+    oip-asgi serve --model-repository /mnt/models --kserve-name NAME [--trust-pickles] [OPTIONS...]
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import tempfile
 from pathlib import Path
 
-from ._paths import is_model_name
+from .._model_directory import is_model_name
 
 
 def scratch_folder() -> Path:
@@ -60,21 +58,3 @@ def _link(link: Path, target: Path) -> None:
     if link.is_symlink():
         link.unlink()  # a restarted container lays it out again
     link.symlink_to(target.resolve(), target_is_directory=target.is_dir())
-
-
-def main(argv: list[str]) -> None:
-    if len(argv) < 2 or argv[0].startswith("-"):
-        sys.exit(f"usage: python -m {__spec__.name if __spec__ else 'kserve'} MOUNTED NAME [--trust-pickles] [...]")
-    mounted, name, *rest = argv
-    trusted = "--trust-pickles" in rest
-    rest = [arg for arg in rest if arg != "--trust-pickles"]
-    try:
-        repository = storage_repository(Path(mounted), name, scratch_folder(), trusted=trusted)
-    except (OSError, ValueError) as exc:
-        sys.exit(f"oip-asgi on KServe: {exc}")
-    command = [sys.executable, "-m", "oip_asgi", "serve", "--model-repository", str(repository), *rest]
-    os.execv(sys.executable, command)  # the server is then the container's process, and gets its signals
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
