@@ -14,7 +14,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from .._model_directory import is_model_name
+from .._model_directory._paths import is_model_name
 
 
 def scratch_folder() -> Path:
