@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
@@ -120,7 +121,8 @@ class ServerCore:
             self.repository.describe_missing = self.control.describe
         self._tracer = tracer() if tracing else None
         self._loading: asyncio.Task[None] | None = None
-        self._changes: dict[str, anyio.Lock] = {}  # one per model name: its puts and removals, one at a time
+        # One lock per model name: its puts and removals, one at a time.
+        self._changes: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
         if metrics is not False:
             # prometheus_client is the `metrics` extra: imported only by the servers that ask for it.
             from ._metrics import register
@@ -174,7 +176,7 @@ class ServerCore:
         read with it (a model repository's config.pbtxt); the configuration extension answers it.
         """
         versions = self._served(name, declared_versions(name, entry), config)
-        async with self._change(name):
+        async with self._changes[name]:
             async with anyio.create_task_group() as group:
                 for model in versions:
                     group.start_soon(model.load)
@@ -185,16 +187,10 @@ class ServerCore:
 
     async def remove_model(self, name: str) -> None:
         """Stop serving `name`: new requests get 404 at once, the requests in flight finish first."""
-        async with self._change(name):
+        async with self._changes[name]:
             if name not in self.repository:
                 self.repository.get(name)  # the unknown model's NotFound
             await _unload(self.repository.pop(name))
-
-    def _change(self, name: str) -> anyio.Lock:
-        lock = self._changes.get(name)
-        if lock is None:
-            lock = self._changes[name] = anyio.Lock()
-        return lock
 
     # The repository extension, for every wire
 

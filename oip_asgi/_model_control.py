@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import sys
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,8 @@ class ModelControl:
         self._names: set[str] = set()  # the directory's models, as last listed
         self._read_as: dict[str, object] = {}  # each model's files as last read (poll mode compares them)
         self._loaded: set[str] = set()  # the directory's models the core serves
+        # One lock per model: a load (its read, then its put) and an unload of one model never interleave.
+        self._changing: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
         self._started: asyncio.Task[None] | None = None
         self._polling: asyncio.Task[None] | None = None
 
@@ -124,10 +127,9 @@ class ModelControl:
     @property
     def ready(self) -> bool:
         """Started, and no model of the directory failing to load (as a server whose models all loaded)."""
-        if self._started is None or not self._started.done():
-            return False
-        return not any(unserved.state != "UNAVAILABLE" or unserved.reason != "unloaded"
-                       for unserved in self._unserved.values())  # fmt: skip
+        return self.has_started and all(
+            (unserved.state, unserved.reason) == ("UNAVAILABLE", "unloaded") for unserved in self._unserved.values()
+        )
 
     def _list(self) -> list[str]:
         names: list[str] = _directory().model_names(self.root)
@@ -203,6 +205,12 @@ class ModelControl:
     async def _load(
         self, name: str, *, config: Mapping[str, Any] | None = None, files: Mapping[str, bytes] | None = None
     ) -> None:
+        async with self._changing[name]:
+            await self._read_and_put(name, config, files)
+
+    async def _read_and_put(
+        self, name: str, config: Mapping[str, Any] | None, files: Mapping[str, bytes] | None
+    ) -> None:
         if name not in self._loaded and name not in self._list():
             # Nothing to record in the index: no such model (or a name that would leave the repository).
             raise BadRequest(f"failed to load {quoted(name)}: {_not_in_repository(name, self.root)}")
@@ -242,6 +250,10 @@ class ModelControl:
             logger.error("%s", exc.message)
 
     async def _unload(self, name: str) -> None:
+        async with self._changing[name]:
+            await self._remove(name)
+
+    async def _remove(self, name: str) -> None:
         if name not in self._loaded:
             self._unserved.setdefault(name, _Unserved("UNAVAILABLE", "unloaded"))
             return  # as Triton: unloading a model that is not loaded succeeds
