@@ -29,13 +29,9 @@ INFER = "/v2/models/echo/infer"
 LABELS = ["cat", "dog", "fish", "bird"]
 
 
-def _identity(datatype: str) -> Model:
-    return Model(lambda x: x, inputs=[TensorSpec("x", datatype, [-1])], outputs=[TensorSpec("y", datatype, [-1])])
-
-
 MODELS: dict[str, Any] = {
     "echo": lambda **inputs: inputs,  # declares nothing: any inputs, any shapes
-    **{f"identity_{datatype.lower()}": _identity(datatype) for datatype in DATATYPES if datatype != "BF16"},
+    **{f"identity_{datatype.lower()}": parity_cases.identity(datatype) for datatype in DATATYPES if datatype != "BF16"},
     "two": Model(
         lambda a, b: a + b,
         inputs=[TensorSpec("a", "INT32", [-1]), TensorSpec("b", "INT32", [-1])],

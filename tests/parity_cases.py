@@ -59,14 +59,14 @@ def _echo_parameters(X: np.ndarray, parameters: dict[str, Any]) -> Result:
     return Result({"Y": X}, parameters=dict(parameters))
 
 
-def _identity(datatype: str) -> Model:
+def identity(datatype: str) -> Model:
     return Model(lambda x: x, inputs=[TensorSpec("x", datatype, [-1])], outputs=[TensorSpec("y", datatype, [-1])])
 
 
 MODELS: dict[str, Any] = {
     "echo": lambda **inputs: inputs,  # declares nothing: any inputs, any shapes
-    "int32": _identity("INT32"),
-    "bytes": _identity("BYTES"),
+    "int32": identity("INT32"),
+    "bytes": identity("BYTES"),
     "two": Model(
         lambda a, b: a + b,
         inputs=[TensorSpec("a", "INT32", [-1]), TensorSpec("b", "INT32", [-1])],
