@@ -302,7 +302,10 @@ class ServerCore:
 
     async def infer(self, name: str, version: str | None, exchange: Exchange[Response]) -> Response:
         """One inference on the model `name` (`version`, or the newest), from request to response."""
-        model = await self.model(name, version)
+        try:
+            model = self.repository.get(name, version)  # the hot path: no coroutine for a model that is there
+        except NotFound:
+            model = await self.model(name, version)
         model.hold()  # from here until it is answered: an unload waits for it
         try:
             if model.state != "READY":
