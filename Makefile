@@ -11,7 +11,7 @@ LAMBDA_ARCH ?= x86_64
 LAMBDA_SOURCES ?= examples/__init__.py examples/models.py examples/lambda_handler.py
 # A model repository (docs/repository.md) is packed as one more source, a directory: its path from here,
 # as the handler names it. Its model files' libraries are extras here (LAMBDA_EXTRAS=lambda,onnx), and
-# config.pbtxt files need protobuf, which the grpc extra brings (LAMBDA_EXTRAS=lambda,grpc).
+# config.pbtxt files need protobuf, which the repository extra brings (LAMBDA_EXTRAS=lambda,repository).
 LAMBDA_EXTRAS ?= lambda
 # Your models' own dependencies, one requirement a line, installed with oip-asgi's when the file exists.
 LAMBDA_REQUIREMENTS ?= requirements-lambda.txt

@@ -34,7 +34,7 @@ from typing import Any
 import anyio.to_thread
 import uvloop
 
-from oip_asgi._workers import DEFAULT_MAX_THREADS, WorkerPool
+from oip_asgi._core.workers import DEFAULT_MAX_THREADS, WorkerPool
 
 RESULTS = Path(__file__).resolve().parent / "results" / "handoff"
 METHODS = ("anyio", "executor", "workerpool", "inline")

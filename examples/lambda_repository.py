@@ -1,7 +1,7 @@
 """A model repository on AWS Lambda: ``examples/repository``, packed beside this module, loaded at init.
 
 Pack it with the Makefile (docs/repository.md): ``LAMBDA_SOURCES="examples/__init__.py
-examples/lambda_repository.py examples/repository" LAMBDA_EXTRAS=lambda,grpc`` (grpc brings protobuf,
+examples/lambda_repository.py examples/repository" LAMBDA_EXTRAS=lambda,repository`` (protobuf,
 which reads the models' config.pbtxt), and point template.yaml's Handler at
 ``examples.lambda_repository.handler``.
 """

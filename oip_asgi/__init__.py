@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typing as _typing
 
-from ._app import OIPApp, oip_app
-from ._errors import (
+from ._declarations.errors import (
     BadRequest,
     LengthRequired,
     MethodNotAllowed,
@@ -16,13 +15,15 @@ from ._errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from ._model_control import ModelRepository
-from ._models import Model, ModelsArgument, Predict, TensorSpec
-from ._result import Result
+from ._declarations.model import Model, ModelsArgument, Predict
+from ._declarations.repository.declaration import ModelRepository
+from ._declarations.result import Result
+from ._declarations.spec import TensorSpec
+from ._rest.app import OIPApp, oip_app
 from ._version import __version__
 
 if _typing.TYPE_CHECKING:
-    from ._mount import OIPMount, mount
+    from ._hosts.mount import OIPMount, mount
 
 # Mounting needs Starlette's application and routing modules; an app that only uses `oip_app`
 # (an AWS Lambda handler, another framework) does not pay for importing them.
@@ -31,7 +32,7 @@ _LAZY = ("OIPMount", "mount")
 
 def __getattr__(name: str) -> _typing.Any:
     if name in _LAZY:
-        from . import _mount
+        from ._hosts import mount as _mount
 
         return getattr(_mount, name)
     raise AttributeError(f"module 'oip_asgi' has no attribute {name!r}")

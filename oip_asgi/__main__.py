@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from oip_asgi._cli import main
+from oip_asgi._hosts.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -50,7 +50,7 @@ def binary_outputs(header: dict[str, Any], payload: bytes) -> dict[str, bytes]:
 
 
 def as_array(output: dict[str, Any], raw: bytes | None = None) -> np.ndarray:
-    from oip_asgi._datatypes import numpy_dtype
+    from oip_asgi._declarations.datatypes import numpy_dtype
 
     dtype = numpy_dtype(output["datatype"])
     if raw is None:

@@ -17,7 +17,7 @@ import httpx
 from starlette.applications import Starlette
 
 from oip_asgi import Model, TensorSpec, mount
-from oip_asgi._datatypes import DATATYPES
+from oip_asgi._declarations.datatypes import DATATYPES
 
 from . import parity_cases
 from ._client import client

@@ -27,7 +27,7 @@ from urllib.parse import quote
 import numpy as np
 
 from oip_asgi import BadRequest, Model, ModelNotReady, NotFound, Result, TensorSpec
-from oip_asgi._datatypes import DATATYPES, numpy_dtype
+from oip_asgi._declarations.datatypes import DATATYPES, numpy_dtype
 
 LABELS = ("cat", "dog", "fish", "bird")
 LONG = "n" * 20_000  # a client's name larger than grpcio's 16 KiB limit on a status message

@@ -65,7 +65,7 @@ def test_any_interleaving_gets_its_own_rows_within_the_bounds(
 ) -> None:
     calls: list[Call] = []
     app = oip_app({"m": batched(calls, is_async=is_async or takes_parameters, takes_parameters=takes_parameters)})
-    served = app.core.repository.get("m")
+    served = app.core.served.get("m")
     arrays = [
         np.arange(rows * width, dtype=np.float32).reshape(rows, width) + index
         for index, (rows, width, _) in enumerate(requests)
@@ -97,7 +97,7 @@ def test_any_interleaving_gets_its_own_rows_within_the_bounds(
 async def test_a_full_batch_runs_at_once_without_waiting_for_its_delay() -> None:
     calls: list[Call] = []
     app = oip_app({"m": batched(calls, is_async=True, takes_parameters=False, max_batch_size=4, max_batch_delay=60)})
-    served = app.core.repository.get("m")
+    served = app.core.served.get("m")
     one_row = {"X": np.ones((1, 3), dtype=np.float32)}
     results = await asyncio.wait_for(asyncio.gather(*(served(one_row, {}) for _ in range(4))), timeout=30)
     assert [result["ROWS"].tolist() for result in results] == [[4]] * 4
@@ -135,7 +135,7 @@ async def test_each_member_of_a_failed_batch_gets_the_failure_and_the_batcher_se
 async def test_a_request_whose_client_left_is_dropped_from_its_batch() -> None:
     calls: list[Call] = []
     app = oip_app({"m": batched(calls, is_async=True, takes_parameters=False, max_batch_size=3, max_batch_delay=60)})
-    served = app.core.repository.get("m")
+    served = app.core.served.get("m")
     row = {"X": np.ones((1, 2), dtype=np.float32)}
     leaving = asyncio.ensure_future(served(row, {}))
     await asyncio.sleep(0)
@@ -161,7 +161,7 @@ async def test_results_with_parameters_and_single_arrays_are_split_too() -> None
         max_batch_size=2,
         max_batch_delay=60,
     )
-    served = oip_app({"m": model}).core.repository.get("m")
+    served = oip_app({"m": model}).core.served.get("m")
     first, second = await asyncio.gather(served({"X": np.array([1])}, {}), served({"X": np.array([5])}, {}))
     assert first.outputs.tolist() == [2] and second.outputs.tolist() == [6]
     assert first.parameters == second.parameters == {"rows": 2}

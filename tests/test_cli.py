@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from oip_asgi import Model, OIPApp, oip_app
-from oip_asgi._cli import Served, load_target, main, parser
+from oip_asgi._hosts.cli import Served, load_target, main, parser
 
 from ._servers import HOST, ROOT, Server, child_env, free_port, serving, triton_round_trip
 
@@ -100,7 +100,7 @@ def test_the_console_script_runs_the_command() -> None:
     (script,) = [
         entry for entry in importlib.metadata.entry_points(group="console_scripts") if entry.name == "oip-asgi"
     ]
-    assert script.value == "oip_asgi._cli:main"
+    assert script.value == "oip_asgi._hosts.cli:main"
 
 
 @pytest.mark.slow
@@ -116,7 +116,7 @@ def test_help_documents_every_option() -> None:
 
 @pytest.mark.slow
 def test_importing_oip_asgi_does_not_import_the_command_or_uvicorn() -> None:
-    probe = "import sys, oip_asgi; print(sorted({'oip_asgi._cli', 'uvicorn', 'argparse'} & set(sys.modules)))"
+    probe = "import sys, oip_asgi; print(sorted({'oip_asgi._hosts.cli', 'uvicorn', 'argparse'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", probe], env=child_env(), capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 
@@ -241,7 +241,7 @@ def test_a_model_is_served_under_its_attribute_name(modules: Path, monkeypatch: 
     )
     monkeypatch.syspath_prepend(str(modules))
     try:
-        assert load_target("cli_target:doubler").core.repository.names() == ["doubler"]
+        assert load_target("cli_target:doubler").core.served.names() == ["doubler"]
         assert load_target("cli_target:app") is sys.modules["cli_target"].app
     finally:
         sys.modules.pop("cli_target", None)
@@ -256,7 +256,7 @@ def test_the_docs_serve_commands_name_targets_that_load_from_the_repository_root
     runnable = {target for target in targets if not target.startswith("mymodels")}  # the reader's module, named so
     assert "examples.models:models" in runnable
     for target in sorted(runnable):  # as the command imports them from the repository root
-        assert load_target(target).core.repository.names(), target
+        assert load_target(target).core.served.names(), target
 
 
 @contextlib.asynccontextmanager

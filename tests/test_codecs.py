@@ -16,12 +16,12 @@ from hypothesis.extra import numpy as hnp
 from starlette.applications import Starlette
 
 from oip_asgi import mount
-from oip_asgi._bulk_json import bulk_request
-from oip_asgi._datatypes import rounds_to_infinity
-from oip_asgi._errors import BadRequest
-from oip_asgi._json_request import parse_request
-from oip_asgi._json_tensors import array_from_json
-from oip_asgi._numbers import number_texts
+from oip_asgi._core.number_text import number_texts
+from oip_asgi._declarations.datatypes import rounds_to_infinity
+from oip_asgi._declarations.errors import BadRequest
+from oip_asgi._rest.bulk_json import bulk_request
+from oip_asgi._rest.json_request import parse_request
+from oip_asgi._rest.json_tensors import array_from_json
 
 from ._client import as_array, binary_outputs, binary_request, bytes_tensor, client, split_response
 from .strategies import DTYPES, tensors

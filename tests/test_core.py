@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from oip_asgi import Model, ModelNotReady, NotFound, TensorSpec, oip_app
-from oip_asgi._core import ServerCore
+from oip_asgi._core.server import ServerCore
 
 from ._client import client
 
@@ -145,7 +145,7 @@ async def test_models_of_different_names_change_in_parallel_and_one_name_one_cha
 
 def test_version_strings_sort_without_crashing_on_unicode_digits() -> None:
     app = oip_app({"m": [adding(1, version="²"), adding(2, version="10"), adding(3, version="9")]})
-    assert app.core.repository.versions("m") == ["²", "9", "10"]  # named versions first, integers in order
+    assert app.core.served.versions("m") == ["²", "9", "10"]  # named versions first, integers in order
 
 
 def _input_parameters_model() -> Model:

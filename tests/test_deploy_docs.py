@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from oip_asgi._cli import parser
+from oip_asgi._hosts.cli import parser
 
 from ._servers import HOST, ROOT, free_port, serving, triton_round_trip
 

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from oip_asgi import Model, TensorSpec, oip_app
-from oip_asgi._responses import SLICE
+from oip_asgi._rest.responses import SLICE
 
 from ._client import binary_request, client, split_response
 from ._servers import uvicorn

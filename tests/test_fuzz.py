@@ -60,12 +60,12 @@ def test_every_crash_has_a_regression_case() -> None:
 
 def test_harness_catches_a_500(monkeypatch: pytest.MonkeyPatch) -> None:
     # The target is only as good as its oracle: a request that makes the app fail must be a crash.
-    import oip_asgi._rest_request
+    import oip_asgi._rest.request
 
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("planted")
 
-    monkeypatch.setattr(oip_asgi._rest_request, "decode_request", broken)
+    monkeypatch.setattr(oip_asgi._rest.request, "decode_request", broken)
     with pytest.raises(AssertionError, match="ZeroDivisionError: planted"):
         fuzz_request.one_input((FUZZ / "corpus" / "json-fp32").read_bytes())
 

@@ -1,4 +1,4 @@
-"""oip_asgi/grpc's generated modules match inference.proto, and importing oip_asgi leaves grpc alone."""
+"""The generated modules match inference.proto, and importing oip_asgi (or reading a config.pbtxt) leaves grpc alone."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 pytest.importorskip("grpc_tools")
 from google.protobuf import descriptor_pb2
 
-from oip_asgi.grpc import _generate, inference_pb2
+from oip_asgi._protobuf import _generate, inference_pb2
 
 from ._servers import ROOT, child_env
 
-PACKAGE = ROOT / "oip_asgi" / "grpc"
+PACKAGE = ROOT / "oip_asgi"
 
 
 def committed_file() -> descriptor_pb2.FileDescriptorProto:
@@ -41,8 +41,8 @@ def test_the_committed_descriptor_is_the_proto_compiled(tmp_path: Path) -> None:
 
 
 def test_the_stubs_name_every_message_field_and_method() -> None:
-    messages = (PACKAGE / "inference_pb2.pyi").read_text()
-    service = (PACKAGE / "inference_pb2_grpc.pyi").read_text()
+    messages = (PACKAGE / "_protobuf" / "inference_pb2.pyi").read_text()
+    service = (PACKAGE / "grpc" / "inference_pb2_grpc.pyi").read_text()
     file = committed_file()
 
     def fields(message: descriptor_pb2.DescriptorProto) -> list[str]:
@@ -59,7 +59,9 @@ def test_the_stubs_name_every_message_field_and_method() -> None:
 @pytest.mark.skipif(not _generate.pinned(), reason="the generators the modules were made with are not installed")
 def test_regenerating_changes_nothing(tmp_path: Path) -> None:
     for name, text in _generate.generate(tmp_path).items():
-        assert (PACKAGE / name).read_text() == text, f"{name} differs from what the proto generates"
+        assert (PACKAGE / _generate.PLACES[name] / name).read_text() == text, (
+            f"{name} differs from what the proto generates"
+        )
 
 
 def test_messages_live_in_a_private_pool_beside_tritonclients() -> None:
@@ -72,9 +74,28 @@ def test_messages_live_in_a_private_pool_beside_tritonclients() -> None:
 @pytest.mark.slow
 def test_importing_oip_asgi_does_not_import_grpc() -> None:
     code = (
-        "import sys, oip_asgi, oip_asgi._cli\n"
+        "import sys, oip_asgi, oip_asgi._hosts.cli\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'google') or m == 'oip_asgi.grpc')\n"
         "print(loaded)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_reading_a_config_pbtxt_does_not_import_grpc(tmp_path: Path) -> None:
+    """A REST-only server with a model repository needs protobuf for config.pbtxt, never grpcio."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text(
+        'max_batch_size: 0\ninput [{ name: "x" data_type: TYPE_FP32 dims: [2] }]'
+    )
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from oip_asgi._declarations.repository._config import read_pbtxt\n"
+        f"read_pbtxt(Path({str(tmp_path / 'm' / 'config.pbtxt')!r}))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'grpc' or m.startswith('oip_asgi.grpc')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=60)
     assert done.returncode == 0, done.stderr

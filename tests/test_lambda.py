@@ -596,7 +596,7 @@ def test_import_pulls_in_no_web_framework() -> None:
     loaded = {name.split(".")[0] for name in modules}
     assert {"oip_asgi", "oip_asgi_lambda", "mangum", "numpy"} <= loaded
     # Starlette's app and router are for mounting; the Lambda handler serves the bare OIP app.
-    assert modules & {"starlette.applications", "starlette.routing", "oip_asgi._mount"} == set()
+    assert modules & {"starlette.applications", "starlette.routing", "oip_asgi._hosts.mount"} == set()
     heavy = {"django", "flask", "werkzeug", "a2wsgi", "fastapi", "pydantic", "uvicorn", "httpx", "boto3", "botocore"}
     heavy |= {"oip_asgi_django", "oip_asgi_flask", "pandas", "tritonclient", "gevent"}
     assert loaded & heavy == set()

@@ -1,4 +1,4 @@
-"""oip_asgi._logging: lines reach stderr where the host configured no logging, and only there."""
+"""oip_asgi._core.logs: lines reach stderr where the host configured no logging, and only there."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from oip_asgi._logging import show_unless_configured
+from oip_asgi._core.logs import show_unless_configured
 
 
 class Kept(logging.Handler):

@@ -1,4 +1,4 @@
-"""A Triton-style model repository folder read into `Model` declarations (oip_asgi._model_directory), in-process.
+"""A Triton-style model repository folder read into `Model` declarations (`_declarations.repository`), in-process.
 
 Every model is trained here from the data scikit-learn ships; the config.pbtxt files are written for these tests.
 """
@@ -19,8 +19,8 @@ from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
 from oip_asgi import Model
-from oip_asgi._cli.kserve import storage_repository
-from oip_asgi._model_directory import RepositoryError, fingerprint, model_names, read_model
+from oip_asgi._declarations.repository import RepositoryError, fingerprint, model_names, read_model
+from oip_asgi._hosts.cli.kserve import storage_repository
 
 IRIS_X, IRIS_Y = load_iris(return_X_y=True)
 SPECIES = ["setosa", "versicolor", "virginica"]
@@ -396,7 +396,7 @@ def test_the_documented_repository_reads_as_written(tmp_path: Path, classifier: 
     np.testing.assert_array_equal(double.predict(x=np.array([2]))["y"], [4])
 
 
-# KServe: what its storage initializer puts at /mnt/models, as a repository (oip_asgi._cli.kserve)
+# KServe: what its storage initializer puts at /mnt/models, as a repository (oip_asgi._hosts.cli.kserve)
 
 
 def test_kserve_bare_model_files_are_one_model_named_as_the_inference_service(

@@ -116,9 +116,9 @@ async def test_request_duration_counts_successful_requests_only_as_triton_does()
         assert (await http.post("/models/m/infer", json=failing)).status_code == 500
     labels = (("model", "m"), ("version", "1"))
     found = samples(generate_latest(registry).decode())
-    success_us = app.core.repository.get("m").statistics.success.ns / 1000
+    success_us = app.core.served.get("m").statistics.success.ns / 1000
     assert found[("nv_inference_request_duration_us", labels)] == pytest.approx(success_us)
-    assert app.core.repository.get("m").statistics.fail.ns > 0
+    assert app.core.served.get("m").statistics.fail.ns > 0
 
 
 async def test_the_tracing_recipe_nests_the_model_call_in_the_request_span() -> None:

@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-import oip_asgi._openapi
+import oip_asgi._rest.openapi
 from examples.app import app as example_app
 from examples.models import models as example_models
 from oip_asgi import Model, TensorSpec, mount, oip_app
@@ -166,8 +166,8 @@ def test_document_follows_the_mount(mounted: Any, prefix: str) -> None:
 
 async def test_versions_and_names_are_enums_and_the_document_is_built_once(monkeypatch: pytest.MonkeyPatch) -> None:
     builds: list[object] = []
-    build = oip_asgi._openapi.build_document
-    monkeypatch.setattr(oip_asgi._openapi, "build_document", lambda *args: builds.append(args) or build(*args))
+    build = oip_asgi._rest.openapi.build_document
+    monkeypatch.setattr(oip_asgi._rest.openapi, "build_document", lambda *args: builds.append(args) or build(*args))
     app = oip_app({"m": [Model(abs, version="1"), Model(abs, version="2")], "n": abs})
     host = Starlette(routes=[Mount("/x", app=app), Mount("/y", app=app)])
     x, y = [await fetch(host, f"{prefix}/openapi.json") for prefix in ("/x", "/y")]

@@ -12,7 +12,7 @@ import pytest
 
 grpc = pytest.importorskip("grpc")
 import oip_asgi.grpc  # noqa: E402
-from oip_asgi._datatypes import numpy_dtype  # noqa: E402
+from oip_asgi._declarations.datatypes import numpy_dtype  # noqa: E402
 from oip_asgi.grpc import inference_pb2 as pb  # noqa: E402
 from oip_asgi.grpc import inference_pb2_grpc  # noqa: E402
 from oip_asgi.grpc._codec import CONTENTS_FIELD  # noqa: E402

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from oip_asgi import ModelRepository, oip_app
-from oip_asgi._model_control import LOAD_SWITCH_INTERVAL
+from oip_asgi._core.control import LOAD_SWITCH_INTERVAL
 
 from ._client import client
 
@@ -224,7 +224,7 @@ async def test_a_hundred_load_and_unload_cycles_leave_no_thread_behind(tmp_path:
             assert (await http.post("/repository/models/a/load")).status_code == 200
             assert await infer(http, "a") == (200, [2, 3])
         assert threading.active_count() <= threads + 1  # anyio's loader thread may linger, idle
-        assert len(app.core.repository.all()) == 1
+        assert len(app.core.served.all()) == 1
 
 
 async def test_loads_shorten_the_gil_switch_interval_while_they_run(tmp_path: Path) -> None:

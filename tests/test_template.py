@@ -395,8 +395,10 @@ def test_rules_refuse_incoherent_parameters(parameters: dict[str, str], refused:
 def test_makefile_packs_a_model_repository_with_the_extras_it_needs(tmp_path: Path) -> None:
     absent = tmp_path / "requirements-lambda.txt"
     sources = "LAMBDA_SOURCES=examples/__init__.py examples/lambda_repository.py examples/repository"
-    (_, install), artifact = make_build(tmp_path, f"LAMBDA_REQUIREMENTS={absent}", sources, "LAMBDA_EXTRAS=lambda,grpc")
-    assert install[-1].endswith("oip_asgi-0.1.0-py3-none-any.whl[lambda,grpc]")
+    (_, install), artifact = make_build(
+        tmp_path, f"LAMBDA_REQUIREMENTS={absent}", sources, "LAMBDA_EXTRAS=lambda,repository"
+    )
+    assert install[-1].endswith("oip_asgi-0.1.0-py3-none-any.whl[lambda,repository]")
     packed = sorted(str(path.relative_to(artifact)) for path in (artifact / "examples" / "repository").rglob("*"))
     expected = sorted(
         str(path.relative_to(ROOT))

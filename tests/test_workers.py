@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from oip_asgi import Model, TensorSpec, oip_app
-from oip_asgi._workers import WorkerPool
+from oip_asgi._core.workers import WorkerPool
 
 from ._client import client
 
@@ -84,7 +84,7 @@ async def test_a_caller_that_leaves_frees_its_slot_and_the_thread_finishes_its_c
 
     model = Model(slow, **SPECS, max_concurrency=1)
     app = oip_app({"m": model}, max_threads=1)
-    served = app.core.repository.get("m")
+    served = app.core.served.get("m")
     call = asyncio.ensure_future(served({"x": np.array([1], np.int32)}, {}))
     assert await asyncio.to_thread(started.wait, 10)
     assert served.in_flight == 1
@@ -132,7 +132,7 @@ def test_the_pool_starts_afresh_in_a_forked_child() -> None:
     code = textwrap.dedent(
         """
         import asyncio, os, sys, warnings
-        from oip_asgi._workers import WorkerPool
+        from oip_asgi._core.workers import WorkerPool
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the point of the test
         pool = WorkerPool(2)
         async def square(n):

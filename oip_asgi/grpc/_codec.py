@@ -15,13 +15,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from .._checks import bad_classification, check_binary_size, check_inputs, check_outputs
-from .._datatypes import native_dtype
-from .._errors import BadRequest, ModelError, quoted
-from .._inference import DecodedRequest, OutputTensor, RequestedOutput
-from .._serving import ServedModel
-from .._tensors import array_from_binary, binary_chunks, miscount, out_of_range
-from . import inference_pb2 as pb
+from .._core.checks import bad_classification, check_binary_size, check_inputs, check_outputs
+from .._core.inference import DecodedRequest, OutputTensor, RequestedOutput
+from .._core.serving import ServedModel
+from .._core.tensors import array_from_binary, binary_chunks, miscount, out_of_range
+from .._declarations.datatypes import native_dtype
+from .._declarations.errors import BadRequest, ModelError, quoted
+from .._protobuf import inference_pb2 as pb
 
 # The request parameter that asks for outputs in typed contents rather than raw_output_contents.
 TYPED_OUTPUTS = "typed_output_contents"

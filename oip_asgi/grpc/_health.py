@@ -11,8 +11,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from .._core import ServerCore
-from .._errors import NotFound, quoted
+from .._core.server import ServerCore
+from .._declarations.errors import NotFound, quoted
 from ._service import SERVICE, abort
 
 LIVENESS = ("", "liveness")

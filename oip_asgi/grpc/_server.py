@@ -9,9 +9,9 @@ from typing import Any
 
 import grpc
 
-from .._core import HasCore, ServerCore, core_of
-from .._logging import show_unless_configured
-from . import inference_pb2 as pb
+from .._core.logs import show_unless_configured
+from .._core.server import HasCore, ServerCore, core_of
+from .._protobuf import inference_pb2 as pb
 from ._service import SERVICE, InferenceService
 
 logger = logging.getLogger("oip_asgi.grpc")

@@ -15,11 +15,11 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
-from .._core import HasCore, ServerCore, core_of
-from .._errors import GRPC_CODES, BadRequest, NotFound, OIPError, quoted
-from .._inference import DecodedRequest, OutputTensor
-from .._serving import ServedModel
-from . import inference_pb2 as pb
+from .._core.inference import DecodedRequest, OutputTensor
+from .._core.server import HasCore, ServerCore, core_of
+from .._core.serving import ServedModel
+from .._declarations.errors import GRPC_CODES, BadRequest, NotFound, OIPError, quoted
+from .._protobuf import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
 
 SERVICE = "inference.GRPCInferenceService"

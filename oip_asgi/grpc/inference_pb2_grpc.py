@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from oip_asgi.grpc import inference_pb2 as oip__asgi_dot_grpc_dot_inference__pb2
+from oip_asgi._protobuf import inference_pb2 as oip__asgi_dot___protobuf_dot_inference__pb2
 
 GRPC_GENERATED_VERSION = '1.66.2'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + f' but the generated code in oip_asgi/grpc/inference_pb2_grpc.py depends on'
+        + f' but the generated code in oip_asgi/_protobuf/inference_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -37,63 +37,63 @@ class GRPCInferenceServiceStub(object):
         """
         self.ServerLive = channel.unary_unary(
                 '/inference.GRPCInferenceService/ServerLive',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerLiveRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerLiveResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerLiveRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerLiveResponse.FromString,
                 _registered_method=True)
         self.ServerReady = channel.unary_unary(
                 '/inference.GRPCInferenceService/ServerReady',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerReadyRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerReadyResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerReadyRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerReadyResponse.FromString,
                 _registered_method=True)
         self.ModelReady = channel.unary_unary(
                 '/inference.GRPCInferenceService/ModelReady',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelReadyRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelReadyResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelReadyRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelReadyResponse.FromString,
                 _registered_method=True)
         self.ServerMetadata = channel.unary_unary(
                 '/inference.GRPCInferenceService/ServerMetadata',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerMetadataRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerMetadataResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerMetadataRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerMetadataResponse.FromString,
                 _registered_method=True)
         self.ModelMetadata = channel.unary_unary(
                 '/inference.GRPCInferenceService/ModelMetadata',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelMetadataRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelMetadataResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelMetadataRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelMetadataResponse.FromString,
                 _registered_method=True)
         self.ModelInfer = channel.unary_unary(
                 '/inference.GRPCInferenceService/ModelInfer',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelInferRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelInferResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelInferRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelInferResponse.FromString,
                 _registered_method=True)
         self.ModelStreamInfer = channel.stream_stream(
                 '/inference.GRPCInferenceService/ModelStreamInfer',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelInferRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStreamInferResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelInferRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelStreamInferResponse.FromString,
                 _registered_method=True)
         self.ModelStatistics = channel.unary_unary(
                 '/inference.GRPCInferenceService/ModelStatistics',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelStatisticsRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelStatisticsResponse.FromString,
                 _registered_method=True)
         self.ModelConfig = channel.unary_unary(
                 '/inference.GRPCInferenceService/ModelConfig',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelConfigRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelConfigResponse.FromString,
                 _registered_method=True)
         self.RepositoryIndex = channel.unary_unary(
                 '/inference.GRPCInferenceService/RepositoryIndex',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryIndexRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryIndexResponse.FromString,
                 _registered_method=True)
         self.RepositoryModelLoad = channel.unary_unary(
                 '/inference.GRPCInferenceService/RepositoryModelLoad',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelLoadRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelLoadResponse.FromString,
                 _registered_method=True)
         self.RepositoryModelUnload = channel.unary_unary(
                 '/inference.GRPCInferenceService/RepositoryModelUnload',
-                request_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadRequest.SerializeToString,
-                response_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadResponse.FromString,
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadResponse.FromString,
                 _registered_method=True)
 
 
@@ -200,63 +200,63 @@ def add_GRPCInferenceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ServerLive': grpc.unary_unary_rpc_method_handler(
                     servicer.ServerLive,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerLiveRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerLiveResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerLiveRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerLiveResponse.SerializeToString,
             ),
             'ServerReady': grpc.unary_unary_rpc_method_handler(
                     servicer.ServerReady,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerReadyRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerReadyResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerReadyRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerReadyResponse.SerializeToString,
             ),
             'ModelReady': grpc.unary_unary_rpc_method_handler(
                     servicer.ModelReady,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelReadyRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelReadyResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelReadyRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelReadyResponse.SerializeToString,
             ),
             'ServerMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.ServerMetadata,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerMetadataRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ServerMetadataResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerMetadataRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ServerMetadataResponse.SerializeToString,
             ),
             'ModelMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.ModelMetadata,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelMetadataRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelMetadataResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelMetadataRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelMetadataResponse.SerializeToString,
             ),
             'ModelInfer': grpc.unary_unary_rpc_method_handler(
                     servicer.ModelInfer,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelInferRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelInferResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelInferRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelInferResponse.SerializeToString,
             ),
             'ModelStreamInfer': grpc.stream_stream_rpc_method_handler(
                     servicer.ModelStreamInfer,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelInferRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStreamInferResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelInferRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelStreamInferResponse.SerializeToString,
             ),
             'ModelStatistics': grpc.unary_unary_rpc_method_handler(
                     servicer.ModelStatistics,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelStatisticsRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelStatisticsResponse.SerializeToString,
             ),
             'ModelConfig': grpc.unary_unary_rpc_method_handler(
                     servicer.ModelConfig,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelConfigRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.ModelConfigResponse.SerializeToString,
             ),
             'RepositoryIndex': grpc.unary_unary_rpc_method_handler(
                     servicer.RepositoryIndex,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryIndexRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryIndexResponse.SerializeToString,
             ),
             'RepositoryModelLoad': grpc.unary_unary_rpc_method_handler(
                     servicer.RepositoryModelLoad,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelLoadRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelLoadResponse.SerializeToString,
             ),
             'RepositoryModelUnload': grpc.unary_unary_rpc_method_handler(
                     servicer.RepositoryModelUnload,
-                    request_deserializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadRequest.FromString,
-                    response_serializer=oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadResponse.SerializeToString,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -285,8 +285,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/ServerLive',
-            oip__asgi_dot_grpc_dot_inference__pb2.ServerLiveRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.ServerLiveResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ServerLiveRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ServerLiveResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -312,8 +312,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/ServerReady',
-            oip__asgi_dot_grpc_dot_inference__pb2.ServerReadyRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.ServerReadyResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ServerReadyRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ServerReadyResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -339,8 +339,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/ModelReady',
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelReadyRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelReadyResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelReadyRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelReadyResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -366,8 +366,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/ServerMetadata',
-            oip__asgi_dot_grpc_dot_inference__pb2.ServerMetadataRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.ServerMetadataResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ServerMetadataRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ServerMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -393,8 +393,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/ModelMetadata',
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelMetadataRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelMetadataResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelMetadataRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -420,8 +420,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/ModelInfer',
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelInferRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelInferResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelInferRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelInferResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -447,8 +447,8 @@ class GRPCInferenceService(object):
             request_iterator,
             target,
             '/inference.GRPCInferenceService/ModelStreamInfer',
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelInferRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelStreamInferResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelInferRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelStreamInferResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -474,8 +474,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/ModelStatistics',
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelStatisticsResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelStatisticsRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelStatisticsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -501,8 +501,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/ModelConfig',
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.ModelConfigResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelConfigRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.ModelConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -528,8 +528,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/RepositoryIndex',
-            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryIndexResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryIndexRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryIndexResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -555,8 +555,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/RepositoryModelLoad',
-            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelLoadResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelLoadRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelLoadResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -582,8 +582,8 @@ class GRPCInferenceService(object):
             request,
             target,
             '/inference.GRPCInferenceService/RepositoryModelUnload',
-            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadRequest.SerializeToString,
-            oip__asgi_dot_grpc_dot_inference__pb2.RepositoryModelUnloadResponse.FromString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadResponse.FromString,
             options,
             channel_credentials,
             insecure,

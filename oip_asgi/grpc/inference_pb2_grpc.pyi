@@ -22,7 +22,7 @@ import abc
 import collections.abc
 import grpc
 import grpc.aio
-import oip_asgi.grpc.inference_pb2
+import oip_asgi._protobuf.inference_pb2
 import typing
 
 _T = typing.TypeVar("_T")
@@ -37,28 +37,28 @@ class GRPCInferenceServiceStub:
 
     def __init__(self, channel: typing.Union[grpc.Channel, grpc.aio.Channel]) -> None: ...
     ServerLive: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ServerLiveRequest,
-        oip_asgi.grpc.inference_pb2.ServerLiveResponse,
+        oip_asgi._protobuf.inference_pb2.ServerLiveRequest,
+        oip_asgi._protobuf.inference_pb2.ServerLiveResponse,
     ]
     """The ServerLive API indicates if the inference server is able to receive 
     and respond to metadata and inference requests.
     """
 
     ServerReady: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ServerReadyRequest,
-        oip_asgi.grpc.inference_pb2.ServerReadyResponse,
+        oip_asgi._protobuf.inference_pb2.ServerReadyRequest,
+        oip_asgi._protobuf.inference_pb2.ServerReadyResponse,
     ]
     """The ServerReady API indicates if the server is ready for inferencing."""
 
     ModelReady: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelReadyRequest,
-        oip_asgi.grpc.inference_pb2.ModelReadyResponse,
+        oip_asgi._protobuf.inference_pb2.ModelReadyRequest,
+        oip_asgi._protobuf.inference_pb2.ModelReadyResponse,
     ]
     """The ModelReady API indicates if a specific model is ready for inferencing."""
 
     ServerMetadata: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ServerMetadataRequest,
-        oip_asgi.grpc.inference_pb2.ServerMetadataResponse,
+        oip_asgi._protobuf.inference_pb2.ServerMetadataRequest,
+        oip_asgi._protobuf.inference_pb2.ServerMetadataResponse,
     ]
     """The ServerMetadata API provides information about the server. Errors are 
     indicated by the google.rpc.Status returned for the request. The OK code 
@@ -66,8 +66,8 @@ class GRPCInferenceServiceStub:
     """
 
     ModelMetadata: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelMetadataRequest,
-        oip_asgi.grpc.inference_pb2.ModelMetadataResponse,
+        oip_asgi._protobuf.inference_pb2.ModelMetadataRequest,
+        oip_asgi._protobuf.inference_pb2.ModelMetadataResponse,
     ]
     """The per-model metadata API provides information about a model. Errors are 
     indicated by the google.rpc.Status returned for the request. The OK code 
@@ -75,8 +75,8 @@ class GRPCInferenceServiceStub:
     """
 
     ModelInfer: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelInferRequest,
-        oip_asgi.grpc.inference_pb2.ModelInferResponse,
+        oip_asgi._protobuf.inference_pb2.ModelInferRequest,
+        oip_asgi._protobuf.inference_pb2.ModelInferResponse,
     ]
     """The ModelInfer API performs inference using the specified model. Errors are
     indicated by the google.rpc.Status returned for the request. The OK code 
@@ -84,44 +84,44 @@ class GRPCInferenceServiceStub:
     """
 
     ModelStreamInfer: grpc.StreamStreamMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelInferRequest,
-        oip_asgi.grpc.inference_pb2.ModelStreamInferResponse,
+        oip_asgi._protobuf.inference_pb2.ModelInferRequest,
+        oip_asgi._protobuf.inference_pb2.ModelStreamInferResponse,
     ]
     """Triton's streaming extension (an addition to the Open Inference Protocol): a bidirectional
     stream of inference requests, each answered in order by a ModelStreamInferResponse.
     """
 
     ModelStatistics: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelStatisticsRequest,
-        oip_asgi.grpc.inference_pb2.ModelStatisticsResponse,
+        oip_asgi._protobuf.inference_pb2.ModelStatisticsRequest,
+        oip_asgi._protobuf.inference_pb2.ModelStatisticsResponse,
     ]
     """Triton's statistics extension: a model's cumulative statistics, as REST's
     GET v2/models[/${MODEL_NAME}[/versions/${MODEL_VERSION}]]/stats gives them.
     """
 
     ModelConfig: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelConfigRequest,
-        oip_asgi.grpc.inference_pb2.ModelConfigResponse,
+        oip_asgi._protobuf.inference_pb2.ModelConfigRequest,
+        oip_asgi._protobuf.inference_pb2.ModelConfigResponse,
     ]
     """Triton's model configuration extension: a model's configuration, as REST's
     GET v2/models/${MODEL_NAME}[/versions/${MODEL_VERSION}]/config gives it.
     """
 
     RepositoryIndex: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.RepositoryIndexRequest,
-        oip_asgi.grpc.inference_pb2.RepositoryIndexResponse,
+        oip_asgi._protobuf.inference_pb2.RepositoryIndexRequest,
+        oip_asgi._protobuf.inference_pb2.RepositoryIndexResponse,
     ]
     """Triton's model repository extension: the index of the repository's models."""
 
     RepositoryModelLoad: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.RepositoryModelLoadRequest,
-        oip_asgi.grpc.inference_pb2.RepositoryModelLoadResponse,
+        oip_asgi._protobuf.inference_pb2.RepositoryModelLoadRequest,
+        oip_asgi._protobuf.inference_pb2.RepositoryModelLoadResponse,
     ]
     """Triton's model repository extension: load or reload a model."""
 
     RepositoryModelUnload: grpc.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.RepositoryModelUnloadRequest,
-        oip_asgi.grpc.inference_pb2.RepositoryModelUnloadResponse,
+        oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadRequest,
+        oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadResponse,
     ]
     """Triton's model repository extension: unload a model."""
 
@@ -129,28 +129,28 @@ class GRPCInferenceServiceAsyncStub:
     """Inference Server GRPC endpoints."""
 
     ServerLive: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ServerLiveRequest,
-        oip_asgi.grpc.inference_pb2.ServerLiveResponse,
+        oip_asgi._protobuf.inference_pb2.ServerLiveRequest,
+        oip_asgi._protobuf.inference_pb2.ServerLiveResponse,
     ]
     """The ServerLive API indicates if the inference server is able to receive 
     and respond to metadata and inference requests.
     """
 
     ServerReady: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ServerReadyRequest,
-        oip_asgi.grpc.inference_pb2.ServerReadyResponse,
+        oip_asgi._protobuf.inference_pb2.ServerReadyRequest,
+        oip_asgi._protobuf.inference_pb2.ServerReadyResponse,
     ]
     """The ServerReady API indicates if the server is ready for inferencing."""
 
     ModelReady: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelReadyRequest,
-        oip_asgi.grpc.inference_pb2.ModelReadyResponse,
+        oip_asgi._protobuf.inference_pb2.ModelReadyRequest,
+        oip_asgi._protobuf.inference_pb2.ModelReadyResponse,
     ]
     """The ModelReady API indicates if a specific model is ready for inferencing."""
 
     ServerMetadata: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ServerMetadataRequest,
-        oip_asgi.grpc.inference_pb2.ServerMetadataResponse,
+        oip_asgi._protobuf.inference_pb2.ServerMetadataRequest,
+        oip_asgi._protobuf.inference_pb2.ServerMetadataResponse,
     ]
     """The ServerMetadata API provides information about the server. Errors are 
     indicated by the google.rpc.Status returned for the request. The OK code 
@@ -158,8 +158,8 @@ class GRPCInferenceServiceAsyncStub:
     """
 
     ModelMetadata: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelMetadataRequest,
-        oip_asgi.grpc.inference_pb2.ModelMetadataResponse,
+        oip_asgi._protobuf.inference_pb2.ModelMetadataRequest,
+        oip_asgi._protobuf.inference_pb2.ModelMetadataResponse,
     ]
     """The per-model metadata API provides information about a model. Errors are 
     indicated by the google.rpc.Status returned for the request. The OK code 
@@ -167,8 +167,8 @@ class GRPCInferenceServiceAsyncStub:
     """
 
     ModelInfer: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelInferRequest,
-        oip_asgi.grpc.inference_pb2.ModelInferResponse,
+        oip_asgi._protobuf.inference_pb2.ModelInferRequest,
+        oip_asgi._protobuf.inference_pb2.ModelInferResponse,
     ]
     """The ModelInfer API performs inference using the specified model. Errors are
     indicated by the google.rpc.Status returned for the request. The OK code 
@@ -176,44 +176,44 @@ class GRPCInferenceServiceAsyncStub:
     """
 
     ModelStreamInfer: grpc.aio.StreamStreamMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelInferRequest,
-        oip_asgi.grpc.inference_pb2.ModelStreamInferResponse,
+        oip_asgi._protobuf.inference_pb2.ModelInferRequest,
+        oip_asgi._protobuf.inference_pb2.ModelStreamInferResponse,
     ]
     """Triton's streaming extension (an addition to the Open Inference Protocol): a bidirectional
     stream of inference requests, each answered in order by a ModelStreamInferResponse.
     """
 
     ModelStatistics: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelStatisticsRequest,
-        oip_asgi.grpc.inference_pb2.ModelStatisticsResponse,
+        oip_asgi._protobuf.inference_pb2.ModelStatisticsRequest,
+        oip_asgi._protobuf.inference_pb2.ModelStatisticsResponse,
     ]
     """Triton's statistics extension: a model's cumulative statistics, as REST's
     GET v2/models[/${MODEL_NAME}[/versions/${MODEL_VERSION}]]/stats gives them.
     """
 
     ModelConfig: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.ModelConfigRequest,
-        oip_asgi.grpc.inference_pb2.ModelConfigResponse,
+        oip_asgi._protobuf.inference_pb2.ModelConfigRequest,
+        oip_asgi._protobuf.inference_pb2.ModelConfigResponse,
     ]
     """Triton's model configuration extension: a model's configuration, as REST's
     GET v2/models/${MODEL_NAME}[/versions/${MODEL_VERSION}]/config gives it.
     """
 
     RepositoryIndex: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.RepositoryIndexRequest,
-        oip_asgi.grpc.inference_pb2.RepositoryIndexResponse,
+        oip_asgi._protobuf.inference_pb2.RepositoryIndexRequest,
+        oip_asgi._protobuf.inference_pb2.RepositoryIndexResponse,
     ]
     """Triton's model repository extension: the index of the repository's models."""
 
     RepositoryModelLoad: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.RepositoryModelLoadRequest,
-        oip_asgi.grpc.inference_pb2.RepositoryModelLoadResponse,
+        oip_asgi._protobuf.inference_pb2.RepositoryModelLoadRequest,
+        oip_asgi._protobuf.inference_pb2.RepositoryModelLoadResponse,
     ]
     """Triton's model repository extension: load or reload a model."""
 
     RepositoryModelUnload: grpc.aio.UnaryUnaryMultiCallable[
-        oip_asgi.grpc.inference_pb2.RepositoryModelUnloadRequest,
-        oip_asgi.grpc.inference_pb2.RepositoryModelUnloadResponse,
+        oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadRequest,
+        oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadResponse,
     ]
     """Triton's model repository extension: unload a model."""
 
@@ -223,9 +223,9 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def ServerLive(
         self,
-        request: oip_asgi.grpc.inference_pb2.ServerLiveRequest,
+        request: oip_asgi._protobuf.inference_pb2.ServerLiveRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.ServerLiveResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.ServerLiveResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.ServerLiveResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.ServerLiveResponse]]:
         """The ServerLive API indicates if the inference server is able to receive 
         and respond to metadata and inference requests.
         """
@@ -233,25 +233,25 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def ServerReady(
         self,
-        request: oip_asgi.grpc.inference_pb2.ServerReadyRequest,
+        request: oip_asgi._protobuf.inference_pb2.ServerReadyRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.ServerReadyResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.ServerReadyResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.ServerReadyResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.ServerReadyResponse]]:
         """The ServerReady API indicates if the server is ready for inferencing."""
 
     @abc.abstractmethod
     def ModelReady(
         self,
-        request: oip_asgi.grpc.inference_pb2.ModelReadyRequest,
+        request: oip_asgi._protobuf.inference_pb2.ModelReadyRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.ModelReadyResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.ModelReadyResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.ModelReadyResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.ModelReadyResponse]]:
         """The ModelReady API indicates if a specific model is ready for inferencing."""
 
     @abc.abstractmethod
     def ServerMetadata(
         self,
-        request: oip_asgi.grpc.inference_pb2.ServerMetadataRequest,
+        request: oip_asgi._protobuf.inference_pb2.ServerMetadataRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.ServerMetadataResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.ServerMetadataResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.ServerMetadataResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.ServerMetadataResponse]]:
         """The ServerMetadata API provides information about the server. Errors are 
         indicated by the google.rpc.Status returned for the request. The OK code 
         indicates success and other codes indicate failure.
@@ -260,9 +260,9 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def ModelMetadata(
         self,
-        request: oip_asgi.grpc.inference_pb2.ModelMetadataRequest,
+        request: oip_asgi._protobuf.inference_pb2.ModelMetadataRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.ModelMetadataResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.ModelMetadataResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.ModelMetadataResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.ModelMetadataResponse]]:
         """The per-model metadata API provides information about a model. Errors are 
         indicated by the google.rpc.Status returned for the request. The OK code 
         indicates success and other codes indicate failure.
@@ -271,9 +271,9 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def ModelInfer(
         self,
-        request: oip_asgi.grpc.inference_pb2.ModelInferRequest,
+        request: oip_asgi._protobuf.inference_pb2.ModelInferRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.ModelInferResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.ModelInferResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.ModelInferResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.ModelInferResponse]]:
         """The ModelInfer API performs inference using the specified model. Errors are
         indicated by the google.rpc.Status returned for the request. The OK code 
         indicates success and other codes indicate failure.
@@ -282,9 +282,9 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def ModelStreamInfer(
         self,
-        request_iterator: _MaybeAsyncIterator[oip_asgi.grpc.inference_pb2.ModelInferRequest],
+        request_iterator: _MaybeAsyncIterator[oip_asgi._protobuf.inference_pb2.ModelInferRequest],
         context: _ServicerContext,
-    ) -> typing.Union[collections.abc.Iterator[oip_asgi.grpc.inference_pb2.ModelStreamInferResponse], collections.abc.AsyncIterator[oip_asgi.grpc.inference_pb2.ModelStreamInferResponse]]:
+    ) -> typing.Union[collections.abc.Iterator[oip_asgi._protobuf.inference_pb2.ModelStreamInferResponse], collections.abc.AsyncIterator[oip_asgi._protobuf.inference_pb2.ModelStreamInferResponse]]:
         """Triton's streaming extension (an addition to the Open Inference Protocol): a bidirectional
         stream of inference requests, each answered in order by a ModelStreamInferResponse.
         """
@@ -292,9 +292,9 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def ModelStatistics(
         self,
-        request: oip_asgi.grpc.inference_pb2.ModelStatisticsRequest,
+        request: oip_asgi._protobuf.inference_pb2.ModelStatisticsRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.ModelStatisticsResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.ModelStatisticsResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.ModelStatisticsResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.ModelStatisticsResponse]]:
         """Triton's statistics extension: a model's cumulative statistics, as REST's
         GET v2/models[/${MODEL_NAME}[/versions/${MODEL_VERSION}]]/stats gives them.
         """
@@ -302,9 +302,9 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def ModelConfig(
         self,
-        request: oip_asgi.grpc.inference_pb2.ModelConfigRequest,
+        request: oip_asgi._protobuf.inference_pb2.ModelConfigRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.ModelConfigResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.ModelConfigResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.ModelConfigResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.ModelConfigResponse]]:
         """Triton's model configuration extension: a model's configuration, as REST's
         GET v2/models/${MODEL_NAME}[/versions/${MODEL_VERSION}]/config gives it.
         """
@@ -312,25 +312,25 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def RepositoryIndex(
         self,
-        request: oip_asgi.grpc.inference_pb2.RepositoryIndexRequest,
+        request: oip_asgi._protobuf.inference_pb2.RepositoryIndexRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.RepositoryIndexResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.RepositoryIndexResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.RepositoryIndexResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.RepositoryIndexResponse]]:
         """Triton's model repository extension: the index of the repository's models."""
 
     @abc.abstractmethod
     def RepositoryModelLoad(
         self,
-        request: oip_asgi.grpc.inference_pb2.RepositoryModelLoadRequest,
+        request: oip_asgi._protobuf.inference_pb2.RepositoryModelLoadRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.RepositoryModelLoadResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.RepositoryModelLoadResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.RepositoryModelLoadResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.RepositoryModelLoadResponse]]:
         """Triton's model repository extension: load or reload a model."""
 
     @abc.abstractmethod
     def RepositoryModelUnload(
         self,
-        request: oip_asgi.grpc.inference_pb2.RepositoryModelUnloadRequest,
+        request: oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadRequest,
         context: _ServicerContext,
-    ) -> typing.Union[oip_asgi.grpc.inference_pb2.RepositoryModelUnloadResponse, collections.abc.Awaitable[oip_asgi.grpc.inference_pb2.RepositoryModelUnloadResponse]]:
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadResponse]]:
         """Triton's model repository extension: unload a model."""
 
 def add_GRPCInferenceServiceServicer_to_server(servicer: GRPCInferenceServiceServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...

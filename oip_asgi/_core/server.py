@@ -1,0 +1,406 @@
+"""The server core, under every wire: the models' repository and lifecycle, metadata, statistics, and
+the one inference path.
+
+A wire (REST, gRPC) only translates: it hands `ServerCore.infer` an `Exchange` that decodes its
+request into a `DecodedRequest`, encodes the outputs, and sends the response. The core looks the
+model up, waits for it to be ready, times the request, calls the model (queued or batched), builds
+and checks its outputs, counts the statistics, traces and logs, the same way for every wire. Models
+can be put and removed while serving: a new version serves once it has loaded, and a removed one
+lets the requests that hold it finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
+
+import anyio
+
+from .._declarations.errors import BadRequest, ClientDisconnected, ModelError, NotFound, OIPError, answer, quoted
+from .._declarations.model import Model, ModelsArgument, Outputs, checked_models, declared_versions
+from .._declarations.repository.declaration import ModelRepository
+from .._declarations.spec import TensorSpec
+from .._version import __version__
+from .control import ModelControl
+from .inference import DecodedRequest, OutputTensor, model_outputs
+from .logs import show_unless_configured
+from .metadata import ModelMetadata, ServerMetadata, TensorMetadata
+from .model_config import model_config
+from .served import ServedModels
+from .serving import ServedModel, error_id
+from .statistics import RequestTimes, now
+from .tracing import tracer
+from .workers import DEFAULT_MAX_THREADS, WorkerPool
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+logger = logging.getLogger("oip_asgi")
+access_logger = logging.getLogger("oip_asgi.access")
+
+EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "statistics"]
+DEFAULT_MAX_BODY_SIZE = 128 * 2**20
+CLIENT_LEFT = 499  # as nginx logs a client that went away
+
+Response = TypeVar("Response")
+
+
+class Exchange(Protocol[Response]):
+    """One inference request as a wire carries it: what the core asks of the wire."""
+
+    @property
+    def received(self) -> int:
+        """The request's bytes read so far."""
+
+    def decode(self, model: ServedModel) -> Awaitable[DecodedRequest]:
+        """The request, checked against `model` and decoded into arrays."""
+
+    def encode(
+        self,
+        model: ServedModel,
+        request: DecodedRequest,
+        outputs: list[OutputTensor],
+        parameters: dict[str, Any] | None,
+    ) -> Response:
+        """The response to `request`: its outputs and parameters in the wire's form."""
+
+    async def send(self, response: Response) -> int:
+        """Send `response` (or leave that to the wire's server); the bytes it holds."""
+
+
+class CoreOptions(TypedDict, total=False):
+    """`ServerCore`'s options, as `oip_app` and the REST app pass them on."""
+
+    name: str
+    max_body_size: int
+    expose_errors: bool
+    max_threads: int
+    metrics: bool | CollectorRegistry
+    tracing: bool
+    access_log: bool
+    model_repository: ModelRepository | str | os.PathLike[str] | None
+
+
+class NoRepository(OIPError, status_code=404, grpc_code="UNIMPLEMENTED"):
+    """The repository extension asked of a server with no model repository."""
+
+
+class ServerCore:
+    """Models served by name and version, whatever the wire: built by `oip_app`, used by REST and gRPC."""
+
+    def __init__(
+        self,
+        models: ModelsArgument,
+        *,
+        name: str = "oip-asgi",
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        expose_errors: bool = True,
+        max_threads: int = DEFAULT_MAX_THREADS,
+        metrics: bool | CollectorRegistry = False,
+        tracing: bool = False,
+        access_log: bool = False,
+        model_repository: ModelRepository | str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.pool = WorkerPool(max_threads)  # the threads this server's sync models run on
+        self.served = ServedModels()
+        for model_name, entry in checked_models(models).items():
+            self.served.put(model_name, self._served(model_name, declared_versions(model_name, entry)))
+        self.max_body_size = max_body_size  # the largest request, on any wire
+        self.expose_errors = expose_errors
+        self.access_log = access_log
+        if access_log:
+            show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
+        # A model repository's models come and go; the models given here stay as they are.
+        self.control = None if model_repository is None else ModelControl(self, model_repository)
+        extensions = sorted([*EXTENSIONS, "model_repository"]) if self.control is not None else list(EXTENSIONS)
+        self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
+        if self.control is not None:
+            self.served.describe_missing = self.control.describe
+        self._tracer = tracer() if tracing else None
+        self._loading: asyncio.Task[None] | None = None
+        # One lock per model name: its puts and removals, one at a time.
+        self._changes: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+        if metrics is not False:
+            # prometheus_client is the `metrics` extra: imported only by the servers that ask for it.
+            from .metrics import register
+
+            register(self.served.all, metrics)
+
+    def _served(self, name: str, versions: Sequence[Model], config: dict[str, Any] | None = None) -> list[ServedModel]:
+        return [ServedModel(name, model, self.pool, config) for model in versions]
+
+    # The lifecycle
+
+    async def load(self) -> None:
+        """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
+        async with anyio.create_task_group() as group:
+            for model in self.served.all():
+                group.start_soon(model.load)
+            if self.control is not None:
+                group.start_soon(self.control.started)
+
+    def start_loading(self) -> None:
+        """Load every model in the background: readiness answers at once, false until they have loaded."""
+        loop = asyncio.get_running_loop()
+        if self._loading is None or self._loading.get_loop() is not loop:  # a task of a closed loop never ends
+            self._loading = loop.create_task(self.load())
+
+    def shutdown(self) -> None:
+        if self._loading is not None:
+            self._loading.cancel()
+        if self.control is not None:
+            self.control.stop()
+        self.pool.shutdown()
+
+    @property
+    def ready(self) -> bool:
+        if self.control is not None and not self.control.ready:
+            return False
+        return all(model.ready for model in self.served.all())
+
+    async def put_model(
+        self,
+        name: str,
+        entry: Model | Callable[..., Any] | Sequence[Model],
+        *,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        """Serve `entry` as `name` once every version of it has loaded, in place of what `name` served.
+
+        Until then the versions served before go on serving; requests that hold them when they are
+        replaced finish on them. A version that fails to load leaves `name` as it was, and raises
+        `ModelNotReady` with the reason. `config` is the model's Triton configuration, where one was
+        read with it (a model repository's config.pbtxt); the configuration extension answers it.
+        """
+        versions = self._served(name, declared_versions(name, entry), config)
+        async with self._changes[name]:
+            async with anyio.create_task_group() as group:
+                for model in versions:
+                    group.start_soon(model.load)
+            for model in versions:
+                await model.ensure_ready()
+            replaced = self.served.put(name, versions)
+            await _unload(replaced)
+
+    async def remove_model(self, name: str) -> None:
+        """Stop serving `name`: new requests get 404 at once, the requests in flight finish first."""
+        async with self._changes[name]:
+            if name not in self.served:
+                self.served.get(name)  # the unknown model's NotFound
+            await _unload(self.served.pop(name))
+
+    # The repository extension, for every wire
+
+    def repository_index(self, *, ready: bool = False) -> list[dict[str, str]]:
+        return self._model_control().index(ready=ready)
+
+    async def load_model(self, name: str, parameters: Mapping[str, Any]) -> None:
+        """Triton's load request: its ``config`` parameter (ModelConfig JSON) and ``file:`` parameters (bytes)."""
+        config: Any = None
+        files: dict[str, bytes] = {}
+        for key, value in parameters.items():
+            if key == "config":
+                try:
+                    config = json.loads(value)
+                except (TypeError, ValueError) as exc:
+                    raise BadRequest(f"failed to load {quoted(name)}: parameter config is not JSON: {exc}") from None
+                if not isinstance(config, dict):
+                    raise BadRequest(f"failed to load {quoted(name)}: parameter config must be a JSON object")
+            elif key.startswith("file:"):
+                if not isinstance(value, bytes):
+                    raise BadRequest(f"failed to load {quoted(name)}: parameter {quoted(key)} must be bytes")
+                files[key.removeprefix("file:")] = value
+        if files and config is None:  # as Triton: files come with the config they go with
+            raise BadRequest(f"failed to load {quoted(name)}: file parameters need a config parameter too")
+        await self._model_control().load(name, config=config, files=files or None)
+
+    async def unload_model(self, name: str) -> None:
+        await self._model_control().unload(name)
+
+    def _model_control(self) -> ModelControl:
+        if self.control is None:
+            raise NoRepository(
+                "this server serves no model repository (oip_app(model_repository=...), "
+                "oip-asgi serve --model-repository DIR)"
+            )
+        return self.control
+
+    # What every wire tells
+
+    async def model(self, name: str, version: str | None = None) -> ServedModel:
+        """The served model `name` (`version`, or the newest). A repository's models are listed once its
+        control has started: an app mounted where no lifespan runs starts it on its first request."""
+        try:
+            return self.served.get(name, version)
+        except NotFound:
+            if self.control is None or self.control.has_started:
+                raise
+        await self.control.started()
+        return self.served.get(name, version)
+
+    def model_ready(self, name: str, version: str | None = None) -> bool:
+        """Whether `name` serves; a probe never waits on a load: it answers, and loading goes on."""
+        try:
+            model = self.served.get(name, version)
+        except NotFound:
+            if self.control is not None and not self.control.has_started:
+                self.start_loading()  # a repository's models are not listed yet: not ready, for now
+                return False
+            raise
+        if not model.ready:
+            self.start_loading()
+        return model.ready
+
+    def server_ready(self) -> bool:
+        ready = self.ready
+        if not ready:
+            self.start_loading()
+        return ready
+
+    def model_metadata(self, model: ServedModel) -> ModelMetadata:
+        """`model`'s metadata (name, versions, platform, tensors, properties), as every wire tells it."""
+
+        def tensors(specs: tuple[TensorSpec, ...] | None) -> list[TensorMetadata]:
+            return [TensorMetadata(spec.name, spec.datatype, list(spec.shape)) for spec in specs or ()]
+
+        declared = model.model
+        return ModelMetadata(
+            name=model.name,
+            versions=self.served.versions(model.name) if model.name in self.served else [model.version],
+            platform=declared.platform,
+            inputs=tensors(declared.inputs),
+            outputs=tensors(declared.outputs),
+            properties=declared.properties,
+        )
+
+    def model_config(self, model: ServedModel) -> dict[str, Any]:
+        """`model`'s configuration as Triton's model configuration extension answers it, on every wire."""
+        if model.config is not None:
+            return model.config
+        versions = self.served.versions(model.name) if model.name in self.served else [model.version]
+        return model_config(model.name, model.model, versions)
+
+    def statistics(self, name: str | None = None, version: str | None = None) -> dict[str, Any]:
+        """Triton's statistics response: every model's, a model's versions', or one version's."""
+        if name is None:
+            models = self.served.all()
+        elif version is None:
+            first = self.served.get(name)
+            models = [self.served.get(first.name, known) for known in self.served.versions(first.name)]
+        else:
+            models = [self.served.get(name, version)]
+        return {"model_stats": [model.statistics.as_json(model.name, model.version) for model in models]}
+
+    def answer(self, error: BaseException, where: str) -> OIPError:
+        """What the client is told of `error` (the error boundary every wire goes through)."""
+        return answer(error, expose=self.expose_errors, where=where)
+
+    # The inference path
+
+    async def infer(self, name: str, version: str | None, exchange: Exchange[Response]) -> Response:
+        """One inference on the model `name` (`version`, or the newest), from request to response."""
+        try:
+            model = self.served.get(name, version)  # the hot path: no coroutine for a model that is there
+        except NotFound:
+            model = await self.model(name, version)
+        model.hold()  # from here until it is answered: an unload waits for it
+        try:
+            if model.state != "READY":
+                await model.ensure_ready()
+            times = RequestTimes(start=now())
+            status, sent = 500, 0
+            try:
+                request = await exchange.decode(model)
+                times.decoded = now()
+                try:
+                    result = await self._call(model, request, times)
+                    returned = now()
+                    times.returned = True
+                    try:
+                        response = exchange.encode(model, request, *model_outputs(model, request, result))
+                    except ModelError as error:
+                        raise _logged(model, error) from error.__cause__
+                except OIPError:
+                    if times.called:  # the model ran, or was about to: its failure, counted once
+                        model.statistics.failed(times, now())
+                    raise
+                built = now()
+                times.output = built - returned
+                model.statistics.succeeded(times, built)
+                sent = await exchange.send(response)
+                status = 200
+                return response
+            except OIPError as error:
+                status = error.status_code
+                raise
+            except (ClientDisconnected, asyncio.CancelledError):
+                status = CLIENT_LEFT
+                raise
+            finally:
+                if self.access_log:
+                    _log_access(model, status, exchange.received, sent, times)
+        finally:
+            model.release()
+
+    async def _call(self, model: ServedModel, request: DecodedRequest, times: RequestTimes) -> Outputs:
+        if self._tracer is None:
+            return await model(request.inputs, request.parameters, times, request.input_parameters)
+        attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
+        with self._tracer.start_as_current_span(f"oip.model {model.name}", attributes=attributes) as span:
+            result = await model(request.inputs, request.parameters, times, request.input_parameters)
+            span.set_attribute("oip.batch_size", times.batch_size)
+            return result
+
+
+async def _unload(models: list[ServedModel]) -> None:
+    async with anyio.create_task_group() as group:
+        for model in models:
+            group.start_soon(model.unload)
+
+
+def _logged(model: ServedModel, error: ModelError) -> ModelError:
+    """`error` (the model returned what cannot be sent), in the server log too: every 500 a model causes is."""
+    if error.logged:
+        return error
+    failure = error_id()
+    logger.error("model %r (version %s) failed (error id %s): %s", model.name, model.version, failure, error.message)
+    return ModelError(
+        error.message,
+        redacted=error.redacted or f"model '{model.name}' failed (error id {failure}); the server log has the details",
+        logged=True,
+    )
+
+
+def _log_access(model: ServedModel, status: int, received: int, sent: int, times: RequestTimes) -> None:
+    """One line per inference, for deployments without metrics: durations in microseconds."""
+    input_us = (times.decoded - times.start) // 1000 if times.decoded else 0
+    access_logger.info(
+        "model=%s version=%s status=%d bytes_in=%d bytes_out=%d queue_us=%d compute_input_us=%d "
+        "compute_infer_us=%d compute_output_us=%d total_us=%d",
+        model.name,
+        model.version,
+        status,
+        received,
+        sent,
+        (times.started - times.submitted) // 1000,
+        input_us,
+        (times.ended - times.started) // 1000,
+        times.output // 1000,
+        (now() - times.start) // 1000,
+    )
+
+
+class HasCore(Protocol):
+    """What the wires take: an app that has a core (an `OIPApp`), or a `ServerCore` itself."""
+
+    @property
+    def core(self) -> ServerCore: ...
+
+
+def core_of(app: HasCore | ServerCore) -> ServerCore:
+    return app if isinstance(app, ServerCore) else app.core

@@ -1,0 +1,215 @@
+"""A model version as the core serves it: the user's declaration, and what serving it takes.
+
+The `Model` stays what the user declared; here are its load state (Triton's: LOADING, READY,
+UNAVAILABLE with a reason, UNLOADING), its concurrency limit, its batcher, its statistics and the
+requests that hold it (an unload waits for them), and the one place the user's function is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from .._declarations.errors import ModelError, ModelNotReady, OIPError
+from .._declarations.model import Model, Outputs
+from .batching import Batcher
+from .statistics import CallTimes, ModelStatistics, RequestTimes, now
+from .workers import Escaped, WorkerPool
+
+logger = logging.getLogger("oip_asgi")
+
+State = Literal["LOADING", "READY", "UNAVAILABLE", "UNLOADING"]
+InputParameters = Mapping[str, Mapping[str, Any]]
+
+
+def error_id() -> str:
+    """A short id that ties what a client is told to the log line holding the rest."""
+    return secrets.token_hex(4)
+
+
+class ServedModel:
+    """`model` served as `name`: what the wires look up, check requests against and call."""
+
+    def __init__(self, name: str, model: Model, pool: WorkerPool, config: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self.model = model
+        self.config = config  # Triton's configuration of it, where one was read with it (config.pbtxt)
+        self.version = model.version
+        # The declaration's specs, read on every request: held here rather than reached through `model`.
+        self.inputs = model.inputs
+        self.outputs = model.outputs
+        self.input_spec = model.input_spec
+        self.output_spec = model.output_spec
+        self.labels_for = model.labels_for
+        self.pool = pool
+        self.statistics = ModelStatistics()
+        self.state: State = "READY" if model.load is None else "LOADING"
+        self.reason = ""  # why it is UNAVAILABLE
+        self._load_error: ModelNotReady | None = None
+        self._load_lock: anyio.Lock | None = None
+        self.in_flight = 0  # calls of the model, bounded by its max_concurrency
+        self.holders = 0  # requests that looked it up and have not finished: an unload waits for them
+        self._released: asyncio.Event | None = None
+        self.batcher: Batcher | None = None
+        if model.max_batch_size is not None:
+            assert model.outputs is not None  # checked when declared
+            self.batcher = Batcher(
+                name,
+                self.invoke,
+                max_batch_size=model.max_batch_size,
+                max_batch_delay=model.max_batch_delay,
+                keyed_by_parameters=model.takes_parameters or model.takes_input_parameters,
+                single_output=model.outputs[0].name,
+                statistics=self.statistics,
+            )
+
+    def __repr__(self) -> str:
+        return f"<ServedModel {self.name!r} version {self.version!r} {self.state}>"
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "READY"
+
+    async def load(self) -> None:
+        """Run the load step once, however many requests ask at the same time; a failure is kept as the reason."""
+        load = self.model.load
+        if self.state != "LOADING" or load is None:
+            return
+        if self._load_lock is None:
+            self._load_lock = anyio.Lock()
+        async with self._load_lock:
+            if self.state != "LOADING":
+                return
+            try:
+                # Off the event loop, so that the other models keep serving while this one loads.
+                result = load() if inspect.iscoroutinefunction(load) else await anyio.to_thread.run_sync(load)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                failure = error_id()
+                what = f"model '{self.name}' version {self.version} failed to load"
+                self._load_error = ModelNotReady(
+                    f"{what}: {type(exc).__name__}: {exc}", redacted=f"{what} (error id {failure})"
+                )
+                self.state, self.reason = "UNAVAILABLE", self._load_error.message
+                logger.exception("model %r (version %s) failed to load (error id %s)", self.name, self.version, failure)
+                return
+            self.state = "READY"
+
+    async def ensure_ready(self) -> None:
+        """Return once the model serves: load it first if it has not loaded; a 503 that says why if it cannot."""
+        if self.state == "LOADING":
+            await self.load()
+        if self.state == "READY":
+            return
+        if self._load_error is not None:
+            raise self._load_error
+        raise ModelNotReady(f"model '{self.name}' version {self.version} is not available: {self.reason}")
+
+    def hold(self) -> None:
+        self.holders += 1
+
+    def release(self) -> None:
+        self.holders -= 1
+        if not self.holders and self._released is not None:
+            self._released.set()
+
+    async def unload(self) -> None:
+        """Stop serving once the requests that hold the model have finished (the caller stopped new ones)."""
+        self.state, self.reason = "UNLOADING", "unloading"
+        if self.holders:
+            self._released = asyncio.Event()
+            await self._released.wait()
+        self.state, self.reason = "UNAVAILABLE", "unloaded"
+
+    async def __call__(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        parameters: Mapping[str, Any],
+        times: RequestTimes | None = None,
+        input_parameters: InputParameters | None = None,
+    ) -> Outputs:
+        """The user's function on `inputs` (and the parameters it asks for), run off the event loop.
+
+        A batched model answers with this request's rows of its batch's result. `times` gets the
+        request's queue and model-call times, for the statistics (the core records them).
+        """
+        limit = self.model.max_concurrency
+        if limit is not None and self.in_flight >= limit:
+            raise ModelNotReady(f"model '{self.name}' is busy: {limit} requests already in flight, retry later")
+        self.in_flight += 1
+        try:
+            if times is None:
+                times = RequestTimes()
+            times.called = True
+            times.submitted = now()
+            if self.batcher is not None:
+                share: Outputs = await self.batcher.submit(inputs, parameters, input_parameters or {}, times)
+                return share
+            return await self.invoke(inputs, parameters, input_parameters or {}, times)
+        finally:
+            self.in_flight -= 1
+
+    async def invoke(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        parameters: Mapping[str, Any],
+        input_parameters: InputParameters,
+        call: CallTimes,
+    ) -> Outputs:
+        """One call of the user's function; what it raises, unless an `OIPError`, becomes a logged `ModelError`."""
+        model = self.model
+        kwargs: Mapping[str, Any] = inputs
+        if model.takes_parameters or model.takes_input_parameters:
+            kwargs = dict(inputs)
+            if model.takes_parameters:
+                kwargs["parameters"] = parameters
+            if model.takes_input_parameters:
+                kwargs["input_parameters"] = {name: input_parameters.get(name, {}) for name in inputs}
+        result: Outputs
+        try:
+            if model.is_async:
+                call.started = now()
+                try:
+                    result = await model.predict(**kwargs)  # type: ignore[misc]  # checked at construction
+                finally:
+                    call.ended = now()
+            else:
+                result = await self.pool.run(_timed, {"function": model.predict, "kwargs": kwargs, "call": call})
+                if inspect.isawaitable(result):
+                    result = await result
+        except OIPError:
+            raise  # raised on purpose: the client gets its status and message
+        except (Exception, SystemExit) as exc:  # a sys.exit() in a model (argparse, say) is its failure too
+            raised = exc.exception if isinstance(exc, Escaped) else exc
+            failure = error_id()
+            # The client gets the message (unless the app hides it); the traceback is for whoever runs the server.
+            logger.error(
+                "model %r (version %s) raised (error id %s)",
+                self.name,
+                self.version,
+                failure,
+                exc_info=(type(raised), raised, raised.__traceback__),
+            )
+            raise ModelError(
+                f"model '{self.name}' raised {type(raised).__name__}: {raised}",
+                redacted=f"model '{self.name}' failed (error id {failure}); the server log has the details",
+                logged=True,
+            ) from raised
+        return result
+
+
+def _timed(function: Callable[..., Any], kwargs: Mapping[str, Any], call: CallTimes) -> Any:
+    call.started = now()  # on the worker thread: the wait for it was the queue
+    try:
+        return function(**kwargs)
+    finally:
+        call.ended = now()

@@ -1,0 +1,167 @@
+"""What every loader shares: the description a file gives, the options a `Model` takes, missing extras."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadRequest, ModelNotReady
+from ..extras import install_line
+from ..spec import TensorSpec
+
+PLATFORMS = {
+    "onnx": "onnxruntime_onnx",
+    "sklearn": "sklearn",
+    "xgboost": "xgboost",
+    "lightgbm": "lightgbm",
+    "torch": "torch_export",
+}
+
+
+class ModelFileError(ValueError):
+    """A model file that cannot be read, or that this library cannot serve as it is."""
+
+
+class MissingExtra(ImportError):
+    """A model file whose library is not installed."""
+
+
+def require(module: str, extra: str, purpose: str) -> ModuleType:
+    """`module` imported, or an error that says which extra brings it and how to install that."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtra(f"{purpose} needs the {module.split('.')[0]} package: {install_line(extra)}") from exc
+
+
+def check_options(own: Mapping[str, Any], accepted: Sequence[str], format: str) -> None:
+    unknown = sorted(set(own) - set(accepted))
+    if unknown:
+        takes = ", ".join(sorted({*accepted, "lazy"}))
+        raise TypeError(
+            f"Model.from_file: unknown option {', '.join(unknown)} for a {format} file; "
+            f"it takes {takes}, and Model's own arguments"
+        )
+
+
+class Runner(ABC):
+    """A file's model as a `Model` calls it: the inputs by name in, a mapping of `outputs` to arrays out."""
+
+    outputs: list[str]  # what it returns: all the file's outputs, or the ones the caller declared
+
+    @abstractmethod
+    def __call__(self, **inputs: np.ndarray) -> Mapping[str, np.ndarray]: ...
+
+    def only(self, outputs: Sequence[str], file: Path) -> Runner:
+        """A copy returning only `outputs` (a `Model` refuses undeclared outputs), each one it can make."""
+        unknown = [name for name in outputs if name not in self.outputs]
+        if unknown:
+            raise ValueError(
+                f"model file {file.name!r} has no output {', '.join(map(repr, unknown))}; "
+                f"its outputs are {', '.join(map(repr, self.outputs))}"
+            )
+        runner = copy.copy(self)
+        runner.outputs = list(outputs)
+        return runner
+
+
+@dataclass
+class FileModel:
+    """What a file says about the model it holds, and the callable that runs it."""
+
+    predict: Runner
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    platform: str
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def model(self, file: Path, declared: Mapping[str, Any]) -> dict[str, Any]:
+        """`Model`'s arguments: this description, with what the caller declared in its place."""
+        outputs = declared.get("outputs", self.outputs)
+        predict = self.predict.only([spec.name for spec in outputs], file) if "outputs" in declared else self.predict
+        known = {spec.name for spec in outputs}
+        labels = {name: names for name, names in self.labels.items() if name in known} or None
+        properties = {**self.properties, **(declared.get("properties") or {})} or None
+        return {
+            "predict": predict,
+            "name": file.stem,
+            "inputs": self.inputs,
+            "outputs": outputs,
+            "labels": labels,
+            "platform": self.platform,
+            **declared,
+            "properties": properties,
+        }
+
+
+class _LoadedLater:
+    """The model of a file read in the background.
+
+    Where the caller declared no inputs, the core cannot check a request's input names, so this does,
+    against those the file turns out to take.
+    """
+
+    def __init__(self, file: Path, check_names: bool) -> None:
+        self.file = file
+        self.check_names = check_names
+        self.loaded: FileModel | None = None
+        self.runner: Runner | None = None
+
+    def __repr__(self) -> str:
+        return f"<model file {str(self.file)!r}>"
+
+    def __call__(self, **inputs: np.ndarray) -> Mapping[str, np.ndarray]:
+        if self.loaded is None or self.runner is None:  # the core calls a model only once it is ready
+            raise ModelNotReady(f"model file {str(self.file)!r} has not loaded yet")
+        wanted = {spec.name for spec in self.loaded.inputs}
+        if self.check_names and set(inputs) != wanted:
+            raise BadRequest(
+                f"model file {self.file.name!r} takes inputs {', '.join(sorted(wanted))}; "
+                f"the request has {', '.join(sorted(inputs)) or 'none'}"
+            )
+        return self.runner(**inputs)
+
+
+def loaded_lazily(
+    file: Path, format: str, read: Callable[[], FileModel], declared: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`Model`'s arguments for one that reads its file when the server starts: until then (or if that
+    fails) it is not ready.
+
+    Its metadata is what the caller declares (`inputs`, `outputs`, `labels`), since the file is not read yet.
+    """
+    runner = _LoadedLater(file, check_names="inputs" not in declared)
+
+    def load() -> None:
+        loaded = read()
+        declared_outputs = declared.get("outputs")
+        runner.runner = (
+            loaded.predict.only([spec.name for spec in declared_outputs], file) if declared_outputs else loaded.predict
+        )
+        runner.loaded = loaded
+
+    platform = "pytorch_libtorch" if format == "torch" and file.suffix != ".pt2" else PLATFORMS[format]
+    return {"predict": runner, "name": file.stem, "platform": platform, **declared, "load": load}
+
+
+def spec(name: str, datatype: str, shape: Sequence[int]) -> TensorSpec:
+    return TensorSpec(name, datatype, list(shape))
+
+
+def batch_rows(array: np.ndarray, name: str, features: int) -> np.ndarray:
+    """`array` as the 2-D table of rows a tabular model takes, or a BadRequest saying what is wrong."""
+    if array.ndim != 2 or (features > 0 and array.shape[1] != features):
+        raise BadRequest(
+            f"input {name!r} must have shape [rows, {features if features > 0 else 'features'}], "
+            f"got {list(array.shape)}"
+        )
+    return array

@@ -1,0 +1,287 @@
+"""A Triton-style model repository folder read into `Model` declarations (docs/repository.md).
+
+``<root>/<model>/<version>/<file>`` with integer version folders, an optional
+``<root>/<model>/config.pbtxt`` (Triton's ``ModelConfig`` in protobuf's text format) and the label
+files it names. A version's file is a model file `Model.from_file` reads, or a ``model.py`` that
+defines ``model`` (a `Model` or a callable). Nothing here serves: the core's repository manager
+calls `read_model` off the event loop and serves what it returns.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..files import FORMATS
+from ..model import Model
+from ..spec import TensorSpec
+from ..triton import DATATYPES_OF, backend_of, is_integer_version, tensor_json
+from ._config import ConfigError, checked_json, read_pbtxt, unacted
+from ._paths import PathError, inside, is_model_name, model_folder, write_files
+from ._paths import fingerprint as folder_fingerprint
+from .declaration import ModelRepository
+
+__all__ = [
+    "DirectoryModel",
+    "ModelRepository",
+    "PathError",
+    "RepositoryError",
+    "fingerprint",
+    "model_names",
+    "read_model",
+]
+
+
+class RepositoryError(Exception):
+    """A model the repository cannot serve; the message is the reason (the index and a request's 503 show it)."""
+
+
+@dataclass(frozen=True)
+class DirectoryModel:
+    name: str
+    versions: list[Model]  # integer versions ascending, those the version policy chose
+    config: dict[str, Any] | None  # Triton's ModelConfig JSON, completed; None without config.pbtxt or override
+    warnings: list[str]  # one message naming the config fields read and not acted on, if any
+
+
+# Triton's file name for a platform's or backend's model, and the `Model.from_file` format it is.
+DEFAULT_FILES = {
+    "onnxruntime_onnx": "model.onnx",
+    "onnxruntime": "model.onnx",
+    "pytorch_libtorch": "model.pt",
+    "torch_export": "model.pt2",
+    "pytorch": "model.pt",
+    "python": "model.py",
+}
+_FORMAT_OF = {
+    "onnxruntime_onnx": "onnx",
+    "onnxruntime": "onnx",
+    "pytorch_libtorch": "torch",
+    "torch_export": "torch",
+    "pytorch": "torch",
+    **{format: format for format in FORMATS},
+}
+# The parameter that lets a pickle or joblib file load: "true", or the skops types to trust, comma-separated.
+TRUSTED = "trusted"
+
+
+def model_names(root: Path) -> list[str]:
+    """The model folders directly under `root`, sorted; anything that could not be served by its name is left out."""
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return []
+    return sorted(
+        entry.name for entry in entries if is_model_name(entry.name) and entry.is_dir() and inside(entry, root)
+    )
+
+
+def fingerprint(root: Path, name: str) -> object:
+    """A value that stays equal while nothing in the model's folder changes (names, sizes, modification times)."""
+    try:
+        folder = model_folder(root, name)
+    except PathError:
+        return None
+    return folder_fingerprint(folder) if folder.is_dir() else None
+
+
+def read_model(
+    root: Path,
+    name: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    files: Mapping[str, bytes] | None = None,
+    allow_files: bool = False,
+) -> DirectoryModel:
+    """The model in ``root/name``, its files read now; `config` and `files` are a load request's overrides."""
+    try:
+        return _read(root, name, config, files, allow_files)
+    except RepositoryError:
+        raise
+    except (PathError, ConfigError) as exc:
+        raise RepositoryError(str(exc)) from exc
+    except (Exception, SystemExit) as exc:  # a model file's library or a model.py raises what it raises
+        raise RepositoryError(f"model {name!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def _read(
+    root: Path, name: str, override: Mapping[str, Any] | None, files: Mapping[str, bytes] | None, allow_files: bool
+) -> DirectoryModel:
+    folder = model_folder(root, name)
+    checked = None if override is None else checked_json(override)  # replaces config.pbtxt, as in Triton
+    if files:
+        if not allow_files:
+            raise RepositoryError(
+                "file overrides in a load request are off: the app must enable them to write into the repository"
+            )
+        write_files(folder, files)  # only once the request's config is known to be valid
+    if not folder.is_dir():
+        raise RepositoryError(f"no model {name!r} in the repository")
+    config = checked if override is not None else _read_config(folder)
+    if config is not None and config.get("name", name) != name:
+        raise RepositoryError(f"config names model {config['name']!r}, but its folder is {name!r}")
+    settings = _settings(folder, name, config or {})
+    versions = [_version(folder / number, number, settings, config or {}) for number in _versions(folder, config or {})]
+    ignored = unacted(config or {})
+    warnings = [f"model {name!r}: config fields not acted on: {', '.join(ignored)}"] if ignored else []
+    return DirectoryModel(name, versions, _completed(config, name, versions[-1]), warnings)
+
+
+def _read_config(folder: Path) -> dict[str, Any] | None:
+    file = folder / "config.pbtxt"
+    return read_pbtxt(file) if file.is_file() else None
+
+
+def _versions(folder: Path, config: Mapping[str, Any]) -> list[str]:
+    found = sorted(
+        (entry.name for entry in folder.iterdir() if entry.is_dir() and is_integer_version(entry.name)),
+        key=int,
+    )
+    if not found:
+        raise RepositoryError(f"model {folder.name!r} has no version folders (integer names such as 1/)")
+    policy = config.get("version_policy", {"latest": {}})
+    if "all" in policy:
+        return found
+    if "specific" in policy:
+        wanted = [int(version) for version in policy["specific"].get("versions", [])]
+        missing = sorted(set(wanted) - {int(version) for version in found})
+        if missing:
+            raise RepositoryError(
+                f"model {folder.name!r}: version_policy names versions with no folder: {', '.join(map(str, missing))}"
+            )
+        return [version for version in found if int(version) in wanted]
+    count = policy["latest"].get("num_versions", 1)
+    return found[-count:] if count > 0 else found[-1:]
+
+
+def _settings(folder: Path, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """What the config declares, as `Model` arguments (every version shares them)."""
+    batching = config.get("max_batch_size", 0) > 0
+    settings: dict[str, Any] = {"name": name}
+    if "input" in config:
+        settings["inputs"] = [_spec(tensor, batching) for tensor in config["input"]]
+    if "output" in config:
+        settings["outputs"] = [_spec(tensor, batching) for tensor in config["output"]]
+        labels = {
+            tensor["name"]: _labels(folder, tensor["label_filename"])
+            for tensor in config["output"]
+            if tensor.get("label_filename")
+        }
+        if labels:
+            settings["labels"] = labels
+    if config.get("platform") or config.get("backend"):
+        settings["platform"] = config.get("platform") or config["backend"]
+    if config.get("parameters"):
+        settings["properties"] = {key: value.get("string_value", "") for key, value in config["parameters"].items()}
+    if batching and "dynamic_batching" in config:
+        # Without dynamic_batching Triton still takes batched requests, one call each: so do we.
+        settings["max_batch_size"] = config["max_batch_size"]
+        delay = config["dynamic_batching"].get("max_queue_delay_microseconds", 0)
+        settings["max_batch_delay"] = delay / 1_000_000
+    return settings
+
+
+def _spec(tensor: Mapping[str, Any], batching: bool) -> TensorSpec:
+    type_name = tensor.get("data_type", "TYPE_INVALID")
+    datatype = DATATYPES_OF.get(type_name, type_name.removeprefix("TYPE_"))
+    if datatype == "INVALID":
+        raise RepositoryError(f"tensor {tensor.get('name', '')!r} has no data_type")
+    dims = list(tensor.get("dims", []))
+    return TensorSpec(
+        tensor.get("name", ""), datatype, [-1, *dims] if batching else dims, tensor.get("optional", False)
+    )
+
+
+def _labels(folder: Path, filename: str) -> list[str]:
+    file = folder / filename
+    if not is_model_name(filename) or not file.is_file():
+        raise RepositoryError(f"label file {filename!r} is not a file in model folder {folder.name!r}")
+    lines = file.read_text(encoding="utf-8").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def _version(folder: Path, number: str, settings: Mapping[str, Any], config: Mapping[str, Any]) -> Model:
+    file = _model_file(folder, config)
+    declared = {**settings, "version": number}
+    if file.name.endswith(".py"):
+        return _python_model(file, declared)
+    kind = config.get("platform") or config.get("backend") or ""
+    trusted = _trusted(config.get("parameters", {}).get(TRUSTED, {}).get("string_value", ""))
+    options: dict[str, Any] = {"trusted": trusted} if trusted else {}
+    return Model.from_file(file, format=_FORMAT_OF.get(kind), **options, **declared)
+
+
+def _model_file(folder: Path, config: Mapping[str, Any]) -> Path:
+    named: str = config.get("default_model_filename", "")
+    if named:
+        if not is_model_name(named) or not (folder / named).exists():
+            raise RepositoryError(f"version {folder.name} of {folder.parent.name!r} has no {named!r}")
+        return folder / named
+    files = sorted(entry for entry in folder.iterdir() if not entry.name.startswith("."))
+    default = DEFAULT_FILES.get(config.get("platform") or config.get("backend") or "")
+    candidates = [entry for entry in files if entry.name == default] or [
+        entry for entry in files if entry.stem == "model"
+    ]
+    if len(candidates) == 1:
+        return candidates[0]
+    if len(files) == 1:
+        return files[0]
+    listed = ", ".join(entry.name for entry in files) or "nothing"
+    raise RepositoryError(
+        f"version {folder.name} of {folder.parent.name!r} holds {listed}: name the model file model.<ext> "
+        "or set default_model_filename"
+    )
+
+
+def _trusted(value: str) -> bool | list[str]:
+    if value.strip().lower() in ("", "false", "0", "no"):
+        return False
+    if value.strip().lower() in ("true", "1", "yes"):
+        return True
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _python_model(file: Path, declared: Mapping[str, Any]) -> Model:
+    """``model`` from a version's model.py: a `Model` (what the config declares wins) or a callable."""
+    # One module per model version, replaced on reload, so that pickling and dataclasses find it by name.
+    # Compiled from the source each time: no __pycache__ written into the repository (poll mode would see
+    # a change), and no stale bytecode for a model.py rewritten within its file system's mtime resolution.
+    module_name = f"oip_asgi_repository.{declared['name']}.{declared['version']}"
+    module = types.ModuleType(module_name)
+    module.__file__ = str(file)
+    code = compile(file.read_bytes(), str(file), "exec")
+    sys.modules[module_name] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    found = getattr(module, "model", None)
+    if isinstance(found, Model):
+        return found.replace(**declared)
+    if callable(found):
+        return Model(found, **declared)
+    raise RepositoryError(f"{file.parent.name}/{file.name} defines no `model` (a Model or a callable)")
+
+
+def _completed(config: dict[str, Any] | None, name: str, newest: Model) -> dict[str, Any] | None:
+    """The config as Triton completes it: what it leaves out, from the model it declares."""
+    if config is None:
+        return None
+    completed = {"name": name, **config}
+    if not completed.get("platform") and not completed.get("backend"):
+        completed["platform"] = newest.platform
+    if not completed.get("backend"):
+        completed["backend"] = backend_of(completed.get("platform", ""))
+    completed.setdefault("version_policy", {"latest": {"num_versions": 1}})
+    batching = completed.get("max_batch_size", 0) > 0
+    for key, specs in (("input", newest.inputs), ("output", newest.outputs)):
+        if key not in completed and specs:
+            completed[key] = [tensor_json(spec, batching) for spec in specs]
+    return completed

@@ -1,0 +1,30 @@
+"""`TensorSpec`: a declared input or output, as a model, a model file and a repository's config declare it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .checks import checked_datatype, checked_shape
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A declared input or output: its name, protocol datatype and shape (-1 for a variable dimension)."""
+
+    name: str
+    datatype: str
+    shape: Sequence[int]
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"TensorSpec: name must be a non-empty string, got {self.name!r}")
+        where = f"TensorSpec {self.name!r}"
+        checked_datatype(self.datatype, where)
+        object.__setattr__(self, "shape", checked_shape(self.shape, where))
+
+    def accepts_shape(self, shape: Sequence[int]) -> bool:
+        return len(shape) == len(self.shape) and all(
+            want in (-1, got) for want, got in zip(self.shape, shape, strict=False)
+        )

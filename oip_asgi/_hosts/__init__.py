@@ -1,0 +1,1 @@
+"""What runs the wires: the serve command, Starlette mounting and the adapters' integration API."""

@@ -1,0 +1,144 @@
+"""The command line of ``oip-asgi``: every option, its default and its help."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..._version import __version__
+
+
+def parser() -> argparse.ArgumentParser:
+    command = argparse.ArgumentParser(
+        prog="oip-asgi",
+        description="Serve models over the Open Inference Protocol (KServe V2 / Triton REST).",
+    )
+    command.add_argument("--version", action="version", version=f"oip-asgi {__version__}")
+    commands = command.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="serve MODULE:ATTR, a model file or a model repository at /v2",
+        description=(
+            "Serve MODULE:ATTR, a model file, or a model repository (--model-repository), or both, over the "
+            "Open Inference Protocol at /v2. ATTR is a mapping of model names to models, a Model (served under "
+            "ATTR's name) or an OIPApp; a model file (ONNX, scikit-learn, XGBoost, LightGBM, PyTorch) is served "
+            "under its stem. The port is bound at once and the models load behind it: /v2/health/ready answers "
+            "400 until they have loaded, /v2/health/live 200 all along. SIGTERM lets requests in flight finish, "
+            "then exits 0."
+        ),
+        epilog=(
+            "exit status: 0 after a clean stop, 2 for a usage error, 3 when serving could not start "
+            "(the target cannot be served, the port is taken, a worker could not start)"
+        ),
+    )
+    serve.add_argument(
+        "target",
+        nargs="?",
+        metavar="MODULE:ATTR|FILE",
+        help="for example mymodels:models, mymodels:doubler or iris.onnx (optional with --model-repository)",
+    )
+    repository = serve.add_argument_group("model repository (Triton's options)")
+    repository.add_argument(
+        "--model-repository",
+        metavar="DIR",
+        help="serve the models of DIR, laid out as Triton's model repository (docs/repository.md)",
+    )
+    repository.add_argument(
+        "--model-control-mode",
+        choices=["none", "explicit", "poll"],
+        default="none",
+        help="none: load every model at start, no load or unload; explicit: load --load-model at start, then what "
+        "the repository API asks; poll: load every model and follow DIR's changes (default: %(default)s)",
+    )
+    repository.add_argument(
+        "--load-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --model-control-mode explicit, a model to load at start (repeatable; '*' for all)",
+    )
+    repository.add_argument(
+        "--kserve-name",
+        metavar="NAME",
+        help="DIR is what KServe's storage initializer put at /mnt/models: a repository, or one model's folder or "
+        "files, then served as the model NAME (the InferenceService's name)",
+    )
+    repository.add_argument(
+        "--trust-pickles",
+        action="store_true",
+        help="with --kserve-name, let bare joblib and pickle files load (they run the code they hold)",
+    )
+    repository.add_argument(
+        "--repository-poll-secs",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="with --model-control-mode poll, how often DIR is checked for changes (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="the address to bind (default: %(default)s; in a container: 0.0.0.0)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=8000, help="the HTTP port (default: %(default)s; KServe's convention is 8080)"
+    )
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="worker processes sharing the port, each loading the models once (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--grpc-port",
+        type=int,
+        metavar="PORT",
+        help="also serve the protocol's gRPC half on this port, from every worker (KServe's convention is 8081; "
+        "needs the grpc extra)",
+    )
+    serve.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="also serve Prometheus metrics (Triton's names) at http://HOST:PORT/metrics; with --workers N, "
+        "each worker takes the first free port from PORT to PORT+N-1 and reports its own requests "
+        "(needs the metrics extra)",
+    )
+    serve.add_argument(
+        "--app-dir",
+        default=".",
+        metavar="DIR",
+        help="the directory MODULE is imported from, before the installed packages (default: the current one)",
+    )
+    serve.add_argument(
+        "--timeout-graceful-shutdown",
+        type=_positive,
+        metavar="SECONDS",
+        help="after SIGTERM, how long requests in flight may take before they are cut (default: no limit)",
+    )
+    serve.add_argument(
+        "--timeout-keep-alive",
+        type=_positive,
+        default=5,
+        metavar="SECONDS",
+        help="close an idle connection after this long; keep it above a load balancer's idle timeout "
+        "(default: %(default)s)",
+    )
+    serve.add_argument(
+        "--log-level",
+        choices=["critical", "error", "warning", "info", "debug", "trace"],
+        default="info",
+        help="the log level of uvicorn and of the oip_asgi loggers, where an app's access_log=True lines go "
+        "(default: %(default)s)",
+    )
+    serve.add_argument(
+        "--no-access-log",
+        action="store_true",
+        help="do not log uvicorn's line per request (an app's own access_log=True lines follow --log-level)",
+    )
+    return command
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

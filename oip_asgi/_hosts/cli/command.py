@@ -1,0 +1,179 @@
+"""Running the command: one uvicorn server, or uvicorn's supervisor over worker processes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import logging.config
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from ..._declarations.extras import install_line
+from ..._declarations.repository.declaration import ModelRepository
+from .arguments import parser
+from .logs import log_config
+from .served import Served
+from .target import TargetError, is_model_file, load_target
+
+USAGE = 2
+STARTUP_FAILURE = 3  # uvicorn's own code for a server that did not start; its supervisor stops on it
+
+# What the parent hands its workers: they read it in `worker_app` and import MODULE:ATTR themselves.
+SETTINGS_ENV = "OIP_ASGI_SERVE_SETTINGS"
+# uvicorn imports the workers' app factory by this name, in each worker process.
+WORKER_APP = "oip_asgi._hosts.cli:worker_app"
+
+
+def worker_app() -> Served:
+    """uvicorn's app factory in each worker process: it imports MODULE:ATTR itself."""
+    settings = json.loads(os.environ[SETTINGS_ENV])
+    repository = ModelRepository(**settings["repository"]) if settings["repository"] else None
+    try:
+        app = load_target(settings["target"], metrics=settings["metrics"] is not None, repository=repository)
+    except TargetError as exc:
+        _error(str(exc))
+        sys.exit(STARTUP_FAILURE)  # uvicorn's supervisor stops the other workers, and does not restart
+    metrics = settings["metrics"]
+    return Served(app, grpc_address=settings["grpc"], metrics=tuple(metrics) if metrics else None)
+
+
+def _error(message: str) -> None:
+    print(f"oip-asgi: error: {message}", file=sys.stderr, flush=True)
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    # uvicorn drains on SIGTERM, then raises it again for the handler it found: ours ends the process
+    # with 0, the status Kubernetes expects from a clean stop, where the default handler would give -15.
+    raise SystemExit(0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return serve(args)
+
+
+def _repository(args: argparse.Namespace) -> ModelRepository | None:
+    """--model-repository and its options, checked as the app will check them."""
+    if args.model_repository is None:
+        if args.load_model or args.model_control_mode != "none" or args.kserve_name or args.trust_pickles:
+            raise TargetError("--model-control-mode, --load-model and --kserve-name go with --model-repository DIR")
+        return None
+    if not os.path.isdir(args.model_repository):
+        raise TargetError(f"--model-repository {args.model_repository!r} is not a directory")
+    path = os.path.abspath(args.model_repository)
+    if args.kserve_name is not None:
+        from .kserve import scratch_folder, storage_repository
+
+        try:
+            path = str(storage_repository(Path(path), args.kserve_name, scratch_folder(), trusted=args.trust_pickles))
+        except (OSError, ValueError) as exc:
+            raise TargetError(f"--kserve-name: {exc}") from None
+    elif args.trust_pickles:
+        raise TargetError("--trust-pickles goes with --kserve-name (a repository's config.pbtxt trusts its own files)")
+    if args.load_model and args.model_control_mode != "explicit":
+        raise TargetError("--load-model names the models to load at start with --model-control-mode explicit")
+    if not args.repository_poll_secs > 0:
+        raise TargetError(f"--repository-poll-secs must be above 0, got {args.repository_poll_secs}")
+    return ModelRepository(
+        path,
+        model_control_mode=args.model_control_mode,
+        load_models=tuple(args.load_model),
+        repository_poll_secs=args.repository_poll_secs,
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    if args.target is None and args.model_repository is None:
+        _error("name what to serve: MODULE:ATTR, a model file, or --model-repository DIR")
+        return USAGE
+    if args.target is not None and ":" not in args.target and not is_model_file(args.target):
+        _error(f"{args.target!r} is neither MODULE:ATTR (for example mymodels:models) nor a model file")
+        return USAGE
+    try:
+        repository = _repository(args)
+    except TargetError as exc:
+        _error(str(exc))
+        return USAGE
+    if args.model_control_mode == "explicit" and args.workers > 1:
+        # Each worker has its own models: a load or unload would reach one of them, at random.
+        _error("--model-control-mode explicit serves from one process: drop --workers, or use poll")
+        return USAGE
+    sys.path.insert(0, os.path.abspath(args.app_dir))  # as uvicorn's --app-dir; spawned workers inherit it
+    grpc_address = metrics = None
+    if args.grpc_port is not None:
+        try:
+            importlib.import_module("oip_asgi.grpc")
+        except ImportError as exc:
+            _error(f"--grpc-port needs the gRPC half, which this installation lacks ({exc}): {install_line('grpc')}")
+            return USAGE
+        grpc_address = f"[{args.host}]:{args.grpc_port}" if ":" in args.host else f"{args.host}:{args.grpc_port}"
+    if args.metrics_port is not None:
+        try:
+            importlib.import_module("prometheus_client")
+        except ImportError:
+            _error(f"--metrics-port needs prometheus_client: {install_line('metrics')}")
+            return USAGE
+        metrics = (args.host, args.metrics_port, args.workers)
+    try:
+        import uvicorn
+    except ImportError:
+        _error(f"serving needs uvicorn: {install_line('serve')}")
+        return USAGE
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "lifespan": "on",
+        "log_level": args.log_level,
+        "log_config": log_config(args.log_level),
+        "access_log": not args.no_access_log,
+        "timeout_graceful_shutdown": args.timeout_graceful_shutdown,
+        "timeout_keep_alive": args.timeout_keep_alive,
+    }
+    if args.workers > 1:
+        if args.target is not None and not is_model_file(args.target):
+            top = args.target.partition(":")[0].partition(".")[0]
+            if importlib.util.find_spec(top) is None:
+                # Said once, here, rather than by every worker; looking a top-level name up imports nothing.
+                _error(f"no module named {top!r} (run from the directory that holds it, or name it with --app-dir)")
+                return STARTUP_FAILURE
+        settings = {
+            "target": args.target,
+            "grpc": grpc_address,
+            "metrics": metrics,
+            "repository": None if repository is None else {**asdict(repository), "load_models": args.load_model},
+        }
+        return _supervise(args.workers, settings, options)
+    logging.config.dictConfig(options["log_config"])  # before the app is built, as a worker's is
+    try:
+        app = load_target(args.target, metrics=metrics is not None, repository=repository)
+    except TargetError as exc:
+        _error(str(exc))
+        return STARTUP_FAILURE
+    signal.signal(signal.SIGTERM, _stopped)
+    # uvicorn.run exits 3 itself when the server does not start.
+    uvicorn.run(Served(app, grpc_address=grpc_address, metrics=metrics), **options)
+    return 0
+
+
+def _supervise(workers: int, settings: dict[str, Any], options: dict[str, Any]) -> int:
+    """`--workers N`: uvicorn's supervisor, which restarts a worker that dies and stops on SIGTERM."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    os.environ[SETTINGS_ENV] = json.dumps(settings)
+    config = uvicorn.Config(WORKER_APP, factory=True, workers=workers, **options)
+    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    supervisor.run()
+    # A worker that could not start (MODULE:ATTR broken, gRPC port taken) stops the supervisor, which
+    # then returns as after a clean stop: a crash must not exit 0.
+    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+        return STARTUP_FAILURE
+    return 0

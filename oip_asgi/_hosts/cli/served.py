@@ -1,0 +1,79 @@
+"""The app of a whole server: the protocol at /v2, and what starts and stops with it."""
+
+from __future__ import annotations
+
+import importlib
+from contextlib import AsyncExitStack
+
+from starlette.types import Message, Receive, Scope, Send
+
+from ..._declarations.errors import NotFound
+from ..._rest.app import OIPApp
+from ..._rest.paths import mounted_scope, route_path
+from ..._rest.responses import send_error
+from .metrics_server import metrics_server
+
+PREFIX = "/v2"
+
+
+class Served:
+    """`app` at /v2 of a whole server, and what starts and stops with it: gRPC, a metrics port.
+
+    `metrics` is (host, first port, ports to try): a worker takes the first port of the range it
+    can bind, so N workers started on one range each get their own.
+    """
+
+    def __init__(
+        self, app: OIPApp, *, grpc_address: str | None = None, metrics: tuple[str, int, int] | None = None
+    ) -> None:
+        self.app = app
+        self.grpc_address = grpc_address
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            return  # websockets are not part of the protocol
+        mounted = mounted_scope(scope, PREFIX)
+        if mounted is not None:
+            await self.app(mounted, receive, send)
+        else:
+            message = f"no such path {route_path(scope)!r}: this server serves the Open Inference Protocol at {PREFIX}"
+            await send_error(send, NotFound(message))
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.grpc_address is None and self.metrics is None:
+            await self.app(scope, receive, send)
+            return
+        async with AsyncExitStack() as companions:
+
+            async def started(message: Message) -> None:
+                if message["type"] == "lifespan.startup.complete":
+                    try:
+                        await self._start(companions)
+                    except Exception as exc:
+                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                        return
+                await send(message)
+
+            async def stopping() -> Message:
+                message = await receive()
+                if message["type"] == "lifespan.shutdown":
+                    await companions.aclose()  # before the app's own shutdown
+                return message
+
+            await self.app(scope, stopping, started)
+
+    async def _start(self, companions: AsyncExitStack) -> None:
+        if self.grpc_address is not None:
+            grpc = importlib.import_module("oip_asgi.grpc")  # the grpc extra, checked before serving
+            try:
+                await companions.enter_async_context(grpc.serving(self.app, address=self.grpc_address))
+            except Exception as exc:
+                raise RuntimeError(f"gRPC could not serve on {self.grpc_address}: {type(exc).__name__}: {exc}") from exc
+        if self.metrics is not None:
+            server = metrics_server(*self.metrics)
+            companions.callback(server.server_close)
+            companions.callback(server.shutdown)

@@ -1,0 +1,330 @@
+"""The REST wire: an ASGI app that translates HTTP to the server core and back, by a table of routes."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+from starlette.types import Receive, Scope, Send
+
+from .._core.inference import DecodedRequest, OutputTensor
+from .._core.server import CoreOptions, ServerCore
+from .._core.serving import ServedModel
+from .._declarations.errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, quoted
+from .._declarations.model import ModelsArgument
+from .body import BodyReader
+from .openapi import OpenAPI
+from .paths import route_path
+from .request import read_request
+from .responses import (
+    JSON,
+    OCTET_STREAM,
+    SendFailed,
+    choose_encoding,
+    inference_response,
+    send_error,
+    send_json,
+    send_response,
+)
+from .schemas import ModelControlRequest, RepositoryIndexRequest
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+DEFAULT_MAX_JSON_SIZE = 32 * 2**20
+
+# The request headers inference reads; one pass over the scope's list collects them.
+_INFERENCE_HEADERS = frozenset(
+    [b"content-length", b"content-encoding", b"inference-header-content-length", b"accept-encoding"]
+)
+
+Body = TypeVar("Body", bound=msgspec.Struct)
+Endpoint = Callable[[Scope, Receive, Send, "re.Match[str]"], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A path below the mount and the endpoint of each method it takes; any other method is a 405."""
+
+    path: re.Pattern[str]
+    methods: Mapping[str, Endpoint]
+
+    def __init__(self, path: str, methods: Mapping[str, Endpoint]) -> None:
+        object.__setattr__(self, "path", re.compile(path))
+        object.__setattr__(self, "methods", methods)
+
+
+_MODEL = r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?"
+
+
+class AppOptions(CoreOptions, total=False):
+    """`OIPApp`'s options, as `oip_app`, `mount` and the adapters pass them on: the core's, and REST's own."""
+
+    max_json_size: int
+
+
+class OIPApp:
+    """An ASGI app serving models over the Open Inference Protocol, relative to where it is mounted.
+
+    Its `core` (the models, their lifecycle, statistics and the inference path) is what the gRPC
+    half serves too.
+    """
+
+    def __init__(
+        self,
+        models: ModelsArgument | None = None,
+        *,
+        max_json_size: int = DEFAULT_MAX_JSON_SIZE,
+        **options: Unpack[CoreOptions],
+    ) -> None:
+        self.core = ServerCore({} if models is None else models, **options)
+        self.max_json_size = min(max_json_size, self.core.max_body_size)
+        self._openapi = OpenAPI(self.core)
+        # The most frequent request first: each route is one regular expression to try.
+        self.routes = [
+            Route(_MODEL + r"/infer/?", {"POST": self._infer}),
+            Route(r"/?", {"GET": self._server_metadata}),
+            Route(r"/health/live/?", {"GET": self._live}),
+            Route(r"/health/ready/?", {"GET": self._ready}),
+            Route(r"/openapi\.json", {"GET": self._openapi_document}),
+            # Every model's statistics; as in Triton, a model named "stats" has no metadata URL.
+            Route(r"/models/stats/?", {"GET": self._statistics}),
+            Route(_MODEL + r"/stats/?", {"GET": self._statistics}),
+            Route(_MODEL + r"/ready/?", {"GET": self._model_ready}),
+            Route(_MODEL + r"/config/?", {"GET": self._model_config}),
+            Route(_MODEL + r"/?", {"GET": self._model_metadata}),
+            # The model repository extension.
+            Route(r"/repository/index/?", {"POST": self._repository_index}),
+            Route(r"/repository/models/(?P<name>[^/]+)/load/?", {"POST": self._load_model}),
+            Route(r"/repository/models/(?P<name>[^/]+)/unload/?", {"POST": self._unload_model}),
+        ]
+
+    async def load(self) -> None:
+        """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
+        await self.core.load()
+
+    def start_loading(self) -> None:
+        """Load every model in the background: readiness answers at once, false until they have loaded."""
+        self.core.start_loading()
+
+    @property
+    def ready(self) -> bool:
+        return self.core.ready
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return  # websockets are not part of the protocol; refusing the handshake closes them
+        try:
+            await self._dispatch(scope, receive, send)
+        except ClientDisconnected:
+            pass
+        except SendFailed as exc:  # the response may have started: only the log can tell
+            self.core.answer(exc.__cause__ or exc, f"{scope.get('method')} {scope.get('path')}")
+        except Exception as exc:
+            error = self.core.answer(exc, f"{scope.get('method')} {scope.get('path')}")
+            with contextlib.suppress(ClientDisconnected, SendFailed):
+                await send_error(send, error)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                # The server binds its port once startup completes: loading goes on behind readiness.
+                self.core.start_loading()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.core.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = route_path(scope)
+        for route in self.routes:
+            match = route.path.fullmatch(path)
+            if match is not None:
+                endpoint = route.methods.get(scope["method"])
+                if endpoint is None:
+                    allowed = ", ".join(route.methods)
+                    raise MethodNotAllowed(
+                        f"method {scope['method']} is not allowed here; use {allowed}", allow=allowed
+                    )
+                await endpoint(scope, receive, send, match)
+                return
+        full = scope.get("root_path", "") + path
+        raise NotFound(f"no such path {full!r}; see the Open Inference Protocol for the endpoints")
+
+    async def _server_metadata(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        await send_json(send, 200, self.core.server_metadata)
+
+    async def _openapi_document(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        await send_response(send, 200, [JSON], [self._openapi.render(scope.get("root_path", ""))])
+
+    async def _live(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        await send_json(send, 200, {"live": True})
+
+    async def _ready(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        ready = self.core.server_ready()
+        await send_json(send, 200 if ready else 400, {"ready": ready})
+
+    async def _statistics(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        name, version = match.groupdict().get("name"), match.groupdict().get("version")
+        await send_json(send, 200, self.core.statistics(name, version))
+
+    async def _model_ready(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        name, version = match.group("name", "version")
+        ready = self.core.model_ready(name, version)
+        await send_json(send, 200 if ready else 400, {"name": name, "ready": ready})
+
+    async def _model_metadata(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        model = await self.core.model(*match.group("name", "version"))
+        await send_json(send, 200, self.core.model_metadata(model))
+
+    async def _model_config(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        model = await self.core.model(*match.group("name", "version"))
+        await send_json(send, 200, self.core.model_config(model))
+
+    async def _repository_index(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        request = await self._small_json(scope, receive, RepositoryIndexRequest)
+        await send_json(send, 200, self.core.repository_index(ready=request.ready))
+
+    async def _load_model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        name = match.group("name")
+        request = await self._small_json(scope, receive, ModelControlRequest)
+        parameters: dict[str, Any] = dict(request.parameters)
+        for key, value in request.parameters.items():
+            if key.startswith("file:"):  # REST carries a file's bytes as base64 text, as tritonclient sends them
+                try:
+                    parameters[key] = base64.b64decode(str(value), validate=True)
+                except binascii.Error as exc:
+                    raise BadRequest(
+                        f"failed to load {quoted(name)}: parameter {quoted(key)} is not base64: {exc}"
+                    ) from None
+        await self.core.load_model(name, parameters)
+        await send_response(send, 200, [JSON], [b""])
+
+    async def _unload_model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        await self._small_json(scope, receive, ModelControlRequest)  # unload_dependents: no ensembles to unload
+        await self.core.unload_model(match.group("name"))
+        await send_response(send, 200, [JSON], [b""])
+
+    async def _small_json(self, scope: Scope, receive: Receive, kind: type[Body]) -> Body:
+        """A control request's JSON body (an empty body is the defaults), within the JSON size limit."""
+        headers = _body_headers(scope)
+        reader = BodyReader(
+            receive,
+            limit=self.max_json_size,
+            content_length=_length_header(headers, b"content-length"),
+            content_encoding=headers.get(b"content-encoding"),
+        )
+        body = await reader.read_rest()
+        if not bytes(body).strip():
+            return kind()
+        try:
+            return msgspec.json.decode(body, type=kind)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"malformed request JSON: {exc}") from None
+
+    async def _infer(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        name, version = match.group("name", "version")
+        await self.core.infer(name, version, _RESTExchange(self, scope, receive, send))
+
+
+class _RESTExchange:
+    """An inference request on HTTP: its body read as it streams in, its response sent in slices."""
+
+    __slots__ = ("_app", "_headers", "_reader", "_receive", "_send")
+
+    def __init__(self, app: OIPApp, scope: Scope, receive: Receive, send: Send) -> None:
+        self._app = app
+        self._headers = _body_headers(scope)
+        self._receive = receive
+        self._send = send
+        self._reader: BodyReader | None = None
+
+    @property
+    def received(self) -> int:
+        return 0 if self._reader is None else self._reader.received
+
+    def decode(self, model: ServedModel) -> Awaitable[DecodedRequest]:
+        # A plain function handing back read_request's coroutine: one coroutine frame fewer a request.
+        headers = self._headers
+        self._reader = reader = BodyReader(
+            self._receive,
+            limit=self._app.core.max_body_size,
+            content_length=_length_header(headers, b"content-length"),
+            content_encoding=headers.get(b"content-encoding"),
+        )
+        header_length = _length_header(headers, b"inference-header-content-length")
+        return read_request(reader, header_length, model, max_header_size=self._app.max_json_size)
+
+    def encode(
+        self,
+        model: ServedModel,
+        request: DecodedRequest,
+        outputs: list[OutputTensor],
+        parameters: dict[str, Any] | None,
+    ) -> tuple[bytes, list[bytes | memoryview]]:
+        return inference_response(model, request, outputs, parameters)
+
+    async def send(self, response: tuple[bytes, list[bytes | memoryview]]) -> int:
+        header, binary = response
+        headers = [OCTET_STREAM, (b"inference-header-content-length", str(len(header)).encode())] if binary else [JSON]
+        encoding = choose_encoding(self._headers.get(b"accept-encoding"))
+        return await send_response(self._send, 200, headers, [header, *binary], encoding=encoding)
+
+
+def _body_headers(scope: Scope) -> dict[bytes, str]:
+    """The request headers about its body (and the response's encoding), in one pass over the scope's list."""
+    headers: dict[bytes, str] = {}
+    for key, value in scope["headers"]:
+        key = key.lower()
+        if key in _INFERENCE_HEADERS and key not in headers:  # the first of repeated headers counts
+            headers[key] = value.decode("latin-1")
+    return headers
+
+
+def _length_header(headers: dict[bytes, str], name: bytes) -> int | None:
+    value = headers.get(name)
+    if value is None:
+        return None
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()):  # isdigit alone accepts "²", which int() refuses
+        raise BadRequest(f"{name.decode().title()} must be a non-negative integer, got {value!r}")
+    return int(text)
+
+
+def oip_app(models: ModelsArgument | None = None, **options: Unpack[AppOptions]) -> OIPApp:
+    """The Open Inference Protocol for `models` as an ASGI app; mount it at ``/v2``.
+
+    `models` maps each name to a `Model`, a bare callable, or a list of `Model` versions.
+    `model_repository` serves a directory laid out as Triton's model repository as well (a path, or a
+    `ModelRepository` that says how: its model-control mode, the models to load): its models can be
+    listed, loaded, unloaded and reloaded while the app serves (docs/repository.md).
+    `max_body_size` bounds a request body (after decompression); `max_json_size` bounds its JSON part.
+    Sync models run on at most `max_threads` worker threads (started on demand; 40 by default).
+    `metrics=True` registers Triton-named Prometheus metrics of these models in prometheus_client's
+    default registry (or in the `CollectorRegistry` given); the host serves them where it wants.
+    `tracing=True` makes an OpenTelemetry span of each model call (model, version, batch size);
+    `access_log=True` logs a line per inference to the ``oip_asgi.access`` logger.
+    `expose_errors=False` keeps the text of a model's own exceptions out of responses: the client gets
+    an error id that matches the line in the ``oip_asgi`` log holding the message and traceback.
+    """
+    return OIPApp(models, **options)
+
+
+def as_oip_app(models: ModelsArgument | OIPApp, **options: Unpack[AppOptions]) -> OIPApp:
+    """`models` when it is already an app (options then belong to that app's construction), else a new one."""
+    if isinstance(models, OIPApp):
+        if options:
+            raise TypeError(f"options {sorted(options)} go to oip_app(models), not beside an OIPApp already built")
+        return models
+    return OIPApp(models, **options)

@@ -1,0 +1,157 @@
+"""The OpenAPI 3.1 document of an app: every endpoint it serves, relative to where it is mounted.
+
+Wire schemas are written by msgspec from the Structs in `_schemas`. The document is built once, on
+first request; only `servers` (the mount point, the request's root_path) changes per request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .._core.metadata import ModelMetadata, ServerMetadata
+from .._core.served import ServedModels
+from .._core.server import ServerCore
+from .schemas import NESTED_REQUEST, InferenceResponse, encoder
+
+REF = "#/components/schemas/{name}"
+
+
+# The small bodies _app.py sends as dicts, as Structs so that msgspec writes their schemas too.
+class Error(msgspec.Struct):
+    error: str
+
+
+class Live(msgspec.Struct):
+    live: bool
+
+
+class Ready(msgspec.Struct):
+    ready: bool
+
+
+class ModelReady(msgspec.Struct):
+    name: str
+    ready: bool
+
+
+BINARY = {"type": "string", "format": "binary"}
+HEADER_LENGTH = {
+    "description": "Binary tensor data extension: the length of the JSON header that starts the body, with "
+    "binary tensor data after it; 0 makes the whole body the raw data of a single-input model.",
+    "schema": {"type": "integer", "minimum": 0},
+}
+ERRORS = {
+    400: "Invalid request (or version), naming the problem",
+    404: "Unknown model or version",
+    413: "Request body over the size limit",
+    415: "Unsupported Content-Encoding",
+    500: "The model raised, or its outputs do not fit its declaration",
+    503: "The model failed to load or is saturated",
+}
+
+
+def _json(name: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": REF.format(name=name)}}}}
+
+
+def _get(operation_id: str, name: str, description: str, *errors: int, not_ready: bool = False) -> dict[str, Any]:
+    responses = {"200": _json(name, description)}
+    responses.update({str(status): _json("Error", ERRORS[status]) for status in errors})
+    if not_ready:  # health probes answer "no" with a 400 and the same body (or an error, for a bad version)
+        schema: dict[str, Any] = {"$ref": REF.format(name=name)}
+        if 400 in errors:
+            schema = {"anyOf": [schema, {"$ref": REF.format(name="Error")}]}
+        responses["400"] = {"description": "Not ready", "content": {"application/json": {"schema": schema}}}
+    return {"get": {"operationId": operation_id, "responses": responses}}
+
+
+def _infer(operation_id: str) -> dict[str, Any]:
+    ok = _json("InferenceResponse", "Inference result, JSON or (with binary outputs) a JSON header and binary data")
+    ok["content"]["application/octet-stream"] = {"schema": BINARY}
+    ok["headers"] = {"Inference-Header-Content-Length": HEADER_LENGTH}
+    errors = {str(status): _json("Error", text) for status, text in ERRORS.items()}
+    return {
+        "post": {
+            "operationId": operation_id,
+            "parameters": [{"name": "Inference-Header-Content-Length", "in": "header", **HEADER_LENGTH}],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": {"$ref": REF.format(name="InferenceRequest")}},
+                    "application/octet-stream": {"schema": BINARY},
+                },
+            },
+            "responses": {"200": ok, **errors},
+        }
+    }
+
+
+def _parameter(name: str, values: list[str]) -> dict[str, Any]:
+    # An enum of what the app serves, so that generated requests reach real models.
+    schema: dict[str, Any] = {"type": "string", "enum": values} if values else {"type": "string"}
+    return {"name": name, "in": "path", "required": True, "schema": schema}
+
+
+def build_document(server: ServerMetadata, served: ServedModels) -> dict[str, Any]:
+    """The document without `servers`, which depends on the request."""
+    _, components = msgspec.json.schema_components(
+        [NESTED_REQUEST, InferenceResponse, ModelMetadata, ServerMetadata, Error, Live, Ready, ModelReady],
+        ref_template=REF,
+    )
+    names = served.names()
+    versions = sorted({version for name in names for version in served.versions(name)})
+    paths: dict[str, Any] = {
+        "/": _get("server_metadata", "ServerMetadata", "Server metadata"),
+        "/health/live": _get("server_live", "Live", "Live"),
+        "/health/ready": _get("server_ready", "Ready", "Every model is ready", not_ready=True),
+        "/openapi.json": {"get": {"operationId": "openapi", "responses": {"200": {"description": "This document"}}}},
+    }
+    for prefix, suffix, parameters, errors in (
+        ("/models/{model_name}", "", [_parameter("model_name", names)], (404,)),
+        (
+            "/models/{model_name}/versions/{model_version}",
+            "_version",
+            [_parameter("model_name", names), _parameter("model_version", versions)],
+            (400, 404),  # 400: a version that is not an integer, of a model whose versions all are
+        ),
+    ):
+        paths[prefix] = {
+            "parameters": parameters,
+            **_get(f"model{suffix}_metadata", "ModelMetadata", "Model metadata", *errors),
+        }
+        paths[f"{prefix}/ready"] = {
+            "parameters": parameters,
+            **_get(f"model{suffix}_ready", "ModelReady", "The model is ready", *errors, not_ready=True),
+        }
+        paths[f"{prefix}/infer"] = {"parameters": parameters, **_infer(f"model{suffix}_infer")}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": server.name,
+            "version": server.version,
+            "description": "The Open Inference Protocol (KServe V2) REST API, with the extensions "
+            + " and ".join(server.extensions),
+        },
+        "paths": paths,
+        "components": {"schemas": components},
+    }
+
+
+class OpenAPI:
+    """Serves the document of one app: built on first use and when its models change, then only
+    `servers` is written per request."""
+
+    def __init__(self, core: ServerCore) -> None:
+        self._core = core
+        self._rest = b""
+        self._generation = -1  # of the served models the document was built from
+
+    def render(self, root_path: str) -> bytes:
+        served = self._core.served
+        if self._generation != served.generation:
+            self._rest = encoder.encode(build_document(self._core.server_metadata, served))
+            self._generation = served.generation
+        servers = encoder.encode([{"url": root_path or "/"}])
+        return b'{"servers":' + servers + b"," + self._rest[1:]

@@ -1,0 +1,142 @@
+"""A REST inference request read from its streaming body: the JSON header, then each binary tensor.
+
+Every check that can fail runs before the large reads, and each binary tensor is copied once,
+straight from the body into its own array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._core.checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
+from .._core.inference import DecodedRequest, RequestedOutput
+from .._core.serving import ServedModel
+from .._core.tensors import array_from_binary
+from .._declarations.errors import BadRequest, PayloadTooLarge, quoted
+from .body import BodyReader
+from .json_request import decode_request, input_parameters
+from .json_tensors import array_from_json
+from .schemas import InferenceRequest, RequestInput
+
+
+async def read_request(
+    reader: BodyReader, header_length: int | None, model: ServedModel, *, max_header_size: int
+) -> DecodedRequest:
+    """The request in the body; `header_length` is Inference-Header-Content-Length (None without it)."""
+    if header_length == 0:
+        return await _read_raw_binary(reader, model)
+    if header_length is None:
+        if reader.content_length is not None and reader.content_length > max_header_size:
+            raise PayloadTooLarge(
+                f"JSON request body of {reader.content_length} bytes exceeds the {max_header_size}-byte limit "
+                "for JSON; send large tensors as binary data"
+            )
+        header = await reader.read_rest()
+        if reader.received > max_header_size:
+            raise PayloadTooLarge(f"JSON request body exceeds the {max_header_size}-byte limit for JSON")
+        request = decode_request(header, None)
+        declared = reader.received
+    else:
+        if header_length > max_header_size:
+            raise PayloadTooLarge(
+                f"Inference-Header-Content-Length {header_length} exceeds the {max_header_size}-byte limit"
+            )
+        if reader.content_length is not None and header_length > reader.content_length:
+            raise BadRequest(
+                f"Inference-Header-Content-Length {header_length} exceeds "
+                f"the body's Content-Length {reader.content_length}"
+            )
+        header = await reader.read(header_length, "the JSON inference header")
+        request = decode_request(header, header_length)
+        declared = header_length
+
+    check_inputs(model, request.inputs)
+    decoded = DecodedRequest({}, request.id, request.parameters or {}, _requested(request), _binary_outputs(request))
+    if model.model.takes_input_parameters:
+        decoded.input_parameters = input_parameters(header)
+    if decoded.outputs is not None:
+        check_outputs(model, decoded.outputs)
+
+    sizes: list[tuple[RequestInput, int]] = []
+    for tensor in request.inputs:
+        size = tensor.binary_data_size
+        if size is None:
+            if tensor.data is None:
+                raise BadRequest(f"input {quoted(tensor.name)} has neither data nor binary_data_size")
+            continue
+        if tensor.data is not None:
+            raise BadRequest(f"input {quoted(tensor.name)} has both data and binary_data_size")
+        if header_length is None:
+            raise BadRequest(
+                f"input {quoted(tensor.name)} declares binary_data_size, "
+                "but the request has no Inference-Header-Content-Length header"
+            )
+        check_binary_size(tensor.name, tensor.datatype, tensor.shape, size)
+        sizes.append((tensor, size))
+        declared += size
+    if header_length is not None:
+        if declared > reader.limit:
+            raise PayloadTooLarge(f"request declares {declared} bytes, over the limit of {reader.limit} bytes")
+        if reader.content_length is not None and declared != reader.content_length:
+            raise BadRequest(
+                f"Content-Length is {reader.content_length}, but the header ({header_length} bytes) "
+                f"and binary_data_size values declare {declared} bytes"
+            )
+
+    # Binary tensors follow the header in input order; each is copied once, into its own array.
+    for tensor, size in sizes:
+        buffer = np.empty(size, dtype=np.uint8)
+        await reader.readinto(buffer.data, f"input {quoted(tensor.name)}")
+        decoded.inputs[tensor.name] = array_from_binary(tensor.name, tensor.datatype, tensor.shape, buffer)
+    await reader.expect_end(declared)
+    for tensor in request.inputs:
+        if tensor.data is not None:
+            decoded.inputs[tensor.name] = array_from_json(tensor.name, tensor.datatype, tensor.shape, tensor.data)
+    if sizes:  # keep the request's input order, whichever encoding each input came in
+        decoded.inputs = {tensor.name: decoded.inputs[tensor.name] for tensor in request.inputs}
+    return decoded
+
+
+def _requested(request: InferenceRequest) -> list[RequestedOutput] | None:
+    if request.outputs is None:
+        return None
+    return [
+        RequestedOutput(output.name)
+        if output.parameters is None
+        else RequestedOutput(output.name, output.parameters.classification, output.parameters.binary_data)
+        for output in request.outputs
+    ]
+
+
+def _binary_outputs(request: InferenceRequest) -> bool:
+    value = (request.parameters or {}).get("binary_data_output", False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"parameter binary_data_output must be a boolean, got {value!r}")
+    return value
+
+
+async def _read_raw_binary(reader: BodyReader, model: ServedModel) -> DecodedRequest:
+    """Inference-Header-Content-Length: 0: the whole body is the single input's tensor bytes."""
+    if model.inputs is None or len(model.inputs) != 1:
+        count = "no declared inputs" if model.inputs is None else f"{len(model.inputs)} inputs"
+        raise BadRequest(
+            "a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; "
+            f"'{model.name}' has {count}"
+        )
+    spec = model.inputs[0]
+    if spec.datatype == "BYTES":
+        shape = raw_input_shape(spec, 0)  # one element, whatever its size: refused before the body is read
+        element = np.empty(1, dtype=object)
+        element[0] = bytes(await reader.read_rest())
+        array = element.reshape(shape)
+    else:
+        if reader.content_length is not None:
+            buffer = np.empty(reader.content_length, dtype=np.uint8)
+            await reader.readinto(buffer.data, f"input '{spec.name}'")
+            await reader.expect_end(reader.content_length)
+        else:
+            buffer = np.frombuffer(bytearray(await reader.read_rest()), dtype=np.uint8)
+        shape = raw_input_shape(spec, buffer.size)
+        array = array_from_binary(spec.name, spec.datatype, shape, buffer)
+    check_against(spec, spec.datatype, array.shape, model.name)
+    return DecodedRequest({spec.name: array}, binary_outputs=True)

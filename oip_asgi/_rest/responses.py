@@ -1,0 +1,166 @@
+"""REST responses over raw ASGI: JSON, errors, and inference results with binary parts.
+
+An inference response is a JSON header and the binary parts of the outputs sent as binary data.
+Binary parts go out as separate body messages in bounded slices, never joined into one buffer;
+the server's flow control then keeps the amount buffered in memory small.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from starlette.types import Send
+
+from .._core.inference import DecodedRequest, OutputTensor
+from .._core.serving import ServedModel
+from .._core.tensors import binary_chunks
+from .._declarations.errors import ClientDisconnected, OIPError
+from .json_tensors import json_data
+from .schemas import InferenceResponse, ResponseOutput, encoder
+
+JSON = (b"content-type", b"application/json")
+OCTET_STREAM = (b"content-type", b"application/octet-stream")
+SLICE = 1 << 20
+_COMPRESSORS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def render_error(error: OIPError) -> tuple[list[tuple[str, str]], bytes]:
+    """The headers (Content-Type and Content-Length included) and body of `error`, for any server."""
+    body = encoder.encode({"error": error.message})
+    return [("content-type", "application/json"), *error.headers.items(), ("content-length", str(len(body)))], body
+
+
+class SendFailed(Exception):
+    """Sending a response failed for another reason than a client that left: it may have started,
+    so nothing more can be sent to this client (the cause is the server's to log)."""
+
+
+async def send_response(
+    send: Send,
+    status: int,
+    headers: list[tuple[bytes, bytes]],
+    parts: Sequence[bytes | memoryview],
+    *,
+    encoding: str | None = None,
+) -> int:
+    """Send a response whose body is `parts`, in slices of at most `SLICE` bytes (compressed with
+    `encoding`, gzip or deflate, when given); the body's bytes. Every response goes out here.
+
+    A client that left is a `ClientDisconnected` (ASGI servers raise an OSError on its connection);
+    any other failure a `SendFailed`.
+    """
+    try:
+        return await _send(send, status, headers, parts, encoding)
+    except OSError as exc:
+        raise ClientDisconnected from exc
+    except Exception as exc:
+        raise SendFailed from exc
+
+
+async def _send(
+    send: Send,
+    status: int,
+    headers: list[tuple[bytes, bytes]],
+    parts: Sequence[bytes | memoryview],
+    encoding: str | None,
+) -> int:
+    if encoding is not None:
+        return await _send_compressed(send, status, headers, parts, encoding)
+    size = sum(map(len, parts))
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, _length(size)]})
+    if len(parts) == 1 and size <= SLICE:  # the common case: one message, the body as it is
+        await send({"type": "http.response.body", "body": bytes(parts[0])})
+        return size
+    slices = [piece for part in parts for piece in iter_slices(part, SLICE)] or [b""]
+    last = len(slices) - 1
+    for index, piece in enumerate(slices):
+        await send({"type": "http.response.body", "body": bytes(piece), "more_body": index < last})
+    return size
+
+
+async def send_json(send: Send, status: int, content: Any) -> None:
+    await send_response(send, status, [JSON], [encoder.encode(content)])
+
+
+async def send_error(send: Send, error: OIPError) -> None:
+    headers, body = render_error(error)
+    raw = [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in headers[:-1]]
+    await send_response(send, error.status_code, raw, [body])
+
+
+def _length(size: int) -> tuple[bytes, bytes]:
+    return (b"content-length", str(size).encode())
+
+
+def inference_response(
+    model: ServedModel, request: DecodedRequest, outputs: list[OutputTensor], parameters: dict[str, Any] | None
+) -> tuple[bytes, list[bytes | memoryview]]:
+    """The JSON header and the binary parts of an inference response.
+
+    An output the request lists is binary when its own ``binary_data`` says so; the outputs it does
+    not list follow ``binary_data_output`` (as Triton and KServe read the binary data extension).
+    """
+    items: list[ResponseOutput] = []
+    binary: list[bytes | memoryview] = []
+    for output in outputs:
+        as_binary = request.binary_outputs if output.requested is None else bool(output.requested.binary)
+        shape = list(output.array.shape)
+        if as_binary:
+            size, chunks = binary_chunks(output.array, output.datatype)
+            binary.extend(chunks)
+            own = {**output.parameters, "binary_data_size": size} if output.parameters else {"binary_data_size": size}
+            items.append(ResponseOutput(name=output.name, datatype=output.datatype, shape=shape, parameters=own))
+        else:
+            data = json_data(output.name, output.array, output.datatype)
+            items.append(
+                ResponseOutput(
+                    name=output.name, datatype=output.datatype, shape=shape, parameters=output.parameters, data=data
+                )
+            )
+    response = InferenceResponse(
+        model_name=model.name, model_version=model.version, id=request.id, parameters=parameters, outputs=items
+    )
+    return encoder.encode(response), binary
+
+
+def choose_encoding(accept_encoding: str | None) -> str | None:
+    """gzip or deflate when the client accepts one (q > 0), as Triton does; None for identity."""
+    if not accept_encoding:
+        return None
+    accepted: dict[str, float] = {}
+    for item in accept_encoding.split(","):
+        coding, _, params = item.strip().partition(";")
+        quality = 1.0
+        if params.strip().startswith("q="):
+            try:
+                quality = float(params.strip()[2:])
+            except ValueError:
+                quality = 0.0
+        accepted[coding.strip().lower()] = quality
+    for coding in ("gzip", "deflate"):
+        if accepted.get(coding, accepted.get("*", 0.0)) > 0:
+            return coding
+    return None
+
+
+async def _send_compressed(
+    send: Send, status: int, headers: list[tuple[bytes, bytes]], parts: Sequence[bytes | memoryview], encoding: str
+) -> int:
+    # Level 1: most of gzip's gain on tensors for a fraction of its CPU.
+    compressor = zlib.compressobj(1, zlib.DEFLATED, _COMPRESSORS[encoding])
+    headers = [*headers, (b"content-encoding", encoding.encode()), (b"vary", b"accept-encoding")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    for part in parts:
+        for piece in iter_slices(part, SLICE):
+            compressed = compressor.compress(piece)
+            if compressed:
+                await send({"type": "http.response.body", "body": compressed, "more_body": True})
+    await send({"type": "http.response.body", "body": compressor.flush()})
+    return sum(map(len, parts))
+
+
+def iter_slices(view: bytes | memoryview, size: int) -> Iterator[bytes | memoryview]:
+    for start in range(0, len(view), size):
+        yield view[start : start + size]
