@@ -109,11 +109,14 @@ class Model:
         file, or the skops types to trust), ``providers`` and ``session_options`` (ONNX), ``device``
         (PyTorch), and ``lazy=True`` to read the file when the server starts rather than now.
         """
-        from .files import file_model
+        from .files import UnknownOption, file_model
 
         declared = {key: value for key, value in options.items() if key in OPTIONS}
         own = {key: value for key, value in options.items() if key not in OPTIONS}
-        return cls(**file_model(path, format, own, declared))
+        try:
+            return cls(**file_model(path, format, own, declared))
+        except UnknownOption as exc:
+            raise TypeError(f"{exc.message}, and Model's own: {', '.join(sorted(OPTIONS))}") from None
 
     def options(self) -> dict[str, Any]:
         """What was declared besides the callable: `Model`'s keyword arguments, as given."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._common import FileModel, ModelFileError, loaded_lazily
+from ._common import UnknownOption as UnknownOption
 
 FORMATS = ("onnx", "sklearn", "xgboost", "lightgbm", "torch")
 

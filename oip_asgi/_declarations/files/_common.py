@@ -42,14 +42,20 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
         raise MissingExtra(f"{purpose} needs the {module.split('.')[0]} package: {install_line(extra)}") from exc
 
 
+class UnknownOption(TypeError):
+    """`Model.from_file` given an option neither the file's format nor `Model` takes."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 def check_options(own: Mapping[str, Any], accepted: Sequence[str], format: str) -> None:
     unknown = sorted(set(own) - set(accepted))
     if unknown:
         takes = ", ".join(sorted({*accepted, "lazy"}))
-        raise TypeError(
-            f"Model.from_file: unknown option {', '.join(unknown)} for a {format} file; "
-            f"it takes {takes}, and Model's own arguments"
-        )
+        unknowns = ", ".join(unknown)
+        raise UnknownOption(f"Model.from_file: unknown option {unknowns} for a {format} file; it takes {takes}")
 
 
 class Runner(ABC):
