@@ -55,6 +55,15 @@ SPECS = {
         imports="import msgspec, numpy, starlette",
         distributions=UVICORN_STACK,
     ),
+    # ours at another commit (`--base DIR`, a checkout of it): a change measured against the code before it.
+    "base": Spec(
+        name="base",
+        env="ours",
+        requirements=OURS_REQUIREMENTS,
+        app="ours_app.py",
+        imports="import oip_asgi",
+        distributions=("oip-asgi", "msgspec", "orjson", "pysimdjson", "numpy", *UVICORN_STACK),
+    ),
     "mlserver": Spec(
         name="mlserver",
         env="mlserver",
@@ -92,7 +101,7 @@ SPECS = {
         needs_libpython_path=True,
     ),
 }
-ORDER = ("floor", "ours", "mlserver", "kserve", "pytriton")
+ORDER = ("floor", "ours", "base", "mlserver", "kserve", "pytriton")
 
 
 def venv_python(env: str) -> Path:

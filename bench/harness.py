@@ -41,6 +41,7 @@ class Settings:
     servers: tuple[str, ...]
     only: tuple[str, ...]
     ours_python: Path | None
+    base: Path | None
     results: Path
     label: str
 
@@ -283,6 +284,11 @@ def prepare(settings: Settings, run: Run) -> dict[str, Target]:
                 continue
             python = envs.venv_python(spec.env)
         target = Target(spec, python)
+        if name == "base":
+            if settings.base is None:
+                run.fail(name, "server", "needs --base DIR, a checkout of the commit to compare with")
+                continue
+            target.env["PYTHONPATH"] = str(settings.base)  # its oip_asgi before the installed one
         if spec.needs_libpython_path:
             libdir = envs.libpython_dir(python)
             target.env["LD_LIBRARY_PATH"] = ":".join(filter(None, [libdir, os.environ.get("LD_LIBRARY_PATH")]))
@@ -309,6 +315,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--ours-python", type=Path, help="run ours and the floor with this interpreter instead of a venv"
     )
+    parser.add_argument(
+        "--base", type=Path, help="serve 'base' from this checkout of oip-asgi (git worktree add --detach DIR REF)"
+    )
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results", help="output folder")
     parser.add_argument("--report", type=Path, help="only summarize a recorded run again (its .json), no measuring")
     args = parser.parse_args(argv)
@@ -332,6 +341,7 @@ def main(argv: list[str]) -> None:
         servers=servers,
         only=tuple(only),
         ours_python=args.ours_python,
+        base=args.base.resolve() if args.base is not None else None,
         results=args.results,
         label="quick" if args.quick else "full",
     )
