@@ -300,7 +300,7 @@ def test_warnings_name_every_field_not_acted_on_in_one_message(tmp_path: Path, c
     )
     read = read_model(tmp_path, "iris")
     assert read.warnings == [
-        "model 'iris': config fields not acted on: "
+        "config fields not acted on: "  # the control's log line names the model, once
         "input[0].format, instance_group, dynamic_batching.preferred_batch_size"
     ]
 
@@ -466,3 +466,48 @@ def test_the_example_repository_reads_without_warnings_and_answers() -> None:
     (model,) = animals.versions
     assert (model.max_batch_size, model.labels_for("SCORES")) == (32, ["cat", "dog", "bird"])
     assert np.argmax(model.predict(FEATURES=np.array([[0, 0, 0, 1]], dtype=np.float32))) == 2  # bird
+
+
+RESHAPED = """
+backend: "sklearn"
+max_batch_size: 8
+input [ { name: "input-0", data_type: TYPE_FP64, dims: [ 2, 2 ], reshape: { shape: [ 4 ] } } ]
+output [ { name: "predict", data_type: TYPE_FP64, dims: [ 1 ], reshape: { shape: [ ] } } ]
+"""
+
+
+@pytest.mark.anyio
+async def test_reshape_the_client_sees_the_declared_dims_and_the_model_the_reshaped_ones(tmp_path: Path) -> None:
+    from sklearn.linear_model import LinearRegression
+
+    from oip_asgi import ModelRepository, oip_app
+
+    from ._client import client
+
+    # Petal width from the other three measurements and a constant: a per-row scalar, as Triton's dims [1].
+    features = np.column_stack([IRIS_X[:, :3], np.ones(len(IRIS_X))])
+    regressor = LinearRegression().fit(features, IRIS_X[:, 3])
+    skops_file(tmp_path / "width" / "1" / "model.skops", regressor)
+    put(tmp_path / "width" / "config.pbtxt", RESHAPED)
+    assert read_model(tmp_path, "width").warnings == []  # acted on, not merely read
+
+    app = oip_app(model_repository=ModelRepository(tmp_path))
+    rows = features[:5].reshape(5, 2, 2)
+    async with client(app) as http:
+        await app.load()
+        assert (await http.get("/health/ready")).status_code == 200
+        metadata = (await http.get("/models/width")).json()
+        assert metadata["inputs"][0]["shape"] == [-1, 2, 2]
+        assert metadata["outputs"][0]["shape"] == [-1, 1]
+        request = {
+            "inputs": [{"name": "input-0", "datatype": "FP64", "shape": [5, 2, 2], "data": rows.ravel().tolist()}]
+        }
+        answer = await http.post("/models/width/infer", json=request)
+        assert answer.status_code == 200, answer.text
+        (output,) = answer.json()["outputs"]
+        assert output["shape"] == [5, 1]
+        np.testing.assert_allclose(output["data"], regressor.predict(features[:5]))
+
+        wrong = {"inputs": [{"name": "input-0", "datatype": "FP64", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 1.0]}]}
+        refused = await http.post("/models/width/infer", json=wrong)
+        assert refused.status_code == 400  # the declared dims [2, 2] are what a client must send

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._common import FileModel, ModelFileError, loaded_lazily
+from ._common import AdvisedError, FileModel, ModelFileError, loaded_lazily
 from ._common import UnknownOption as UnknownOption
 
 FORMATS = ("onnx", "sklearn", "xgboost", "lightgbm", "torch")
@@ -96,9 +96,13 @@ def detect_format(file: Path) -> str:
         raise ModelFileError(f"cannot read model file {str(file)!r}: {exc}") from exc
     format = _format_of_content(file, head)
     if format is None:
-        raise ModelFileError(
-            f"cannot tell which library model file {str(file)!r} is for, from its name or its content; "
-            f"pass format= one of {', '.join(map(repr, FORMATS))}"
+        raise AdvisedError(
+            f"cannot tell which library model file {str(file)!r} is for, from its name or its content",
+            {
+                "python": f"pass format= one of {', '.join(map(repr, FORMATS))}",
+                "command line": f"name it with its library's extension ({', '.join(sorted(_BY_EXTENSION))})",
+                "repository": f"set the config's platform or backend (one of {', '.join(FORMATS)})",
+            },
         )
     return format
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -28,6 +28,26 @@ PLATFORMS = {
 
 class ModelFileError(ValueError):
     """A model file that cannot be read, or that this library cannot serve as it is."""
+
+
+# Where a model file was named: its refusals' advice names the way forward of that place.
+Origin = Literal["python", "command line", "repository"]
+
+
+class AdvisedError(ModelFileError):
+    """A refusal whose way forward depends on where the file was named: a Python argument of
+    `Model.from_file`, an option of the serve command, or a parameter of a repository's config.pbtxt.
+
+    Its message is the Python one; `for_origin` gives another place's.
+    """
+
+    def __init__(self, problem: str, advice: Mapping[Origin, str]) -> None:
+        self.problem = problem
+        self.advice = dict(advice)
+        super().__init__(self.for_origin("python"))
+
+    def for_origin(self, origin: Origin) -> str:
+        return f"{self.problem}: {self.advice[origin]}"
 
 
 class MissingExtra(ImportError):

@@ -15,13 +15,45 @@ from typing import Any
 import numpy as np
 
 from ..datatypes import datatype_of
-from ._common import FileModel, ModelFileError, Runner, batch_rows, check_options, require, spec
+from ._common import AdvisedError, FileModel, ModelFileError, Runner, batch_rows, check_options, require, spec
 
-_PICKLE_WARNING = (
-    "loading a pickle runs whatever code it holds, so a joblib or pickle file is loaded only when you say "
-    "you trust it: Model.from_file({path!r}, trusted=True). Better, save the model with skops "
-    "(skops.io.dump(model, 'model.skops')), which runs no code it was not told to trust"
+_SKOPS_INSTEAD = (
+    "Better, save the model with skops (skops.io.dump(model, 'model.skops')), which runs no code it was not told "
+    "to trust"
 )
+
+
+def _pickle_refused(file: Path) -> AdvisedError:
+    problem = (
+        f"model file {str(file)!r} is a pickle: loading a pickle runs whatever code it holds, so a joblib or "
+        "pickle file is loaded only when you say you trust it"
+    )
+    return AdvisedError(
+        problem,
+        {
+            "python": f"Model.from_file({str(file)!r}, trusted=True). {_SKOPS_INSTEAD}",
+            "command line": f"add --trust-pickles to oip-asgi serve. {_SKOPS_INSTEAD}",
+            "repository": f"{_trusted_parameter('true')} in its config.pbtxt. {_SKOPS_INSTEAD}",
+        },
+    )
+
+
+def _types_refused(file: Path, refused: list[str]) -> AdvisedError:
+    return AdvisedError(
+        f"model file {str(file)!r} holds types skops does not trust by default: {', '.join(refused)}",
+        {
+            "python": f"if you trust them: Model.from_file({str(file)!r}, trusted={refused!r})",
+            "command line": f"if you trust them, add --trust-skops-types {','.join(refused)} to oip-asgi serve",
+            "repository": "if you trust them: "
+            + _trusted_parameter(",".join(refused))
+            + " in its config.pbtxt (or the value true)",
+        },
+    )
+
+
+def _trusted_parameter(value: str) -> str:
+    """The config.pbtxt parameter by which a repository's model trusts its file: "true", or skops types."""
+    return f'parameters {{ key: "trusted" value: {{ string_value: "{value}" }} }}'
 
 
 def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> FileModel:
@@ -40,12 +72,9 @@ def _skops_load(file: Path, trusted: bool | Sequence[str]) -> Any:
         allowed = untrusted if trusted is True else [] if trusted is False else list(trusted)
         refused = [name for name in untrusted if name not in allowed]
         if refused:
-            raise ModelFileError(
-                f"model file {str(file)!r} holds types skops does not trust by default: {', '.join(refused)}; "
-                f"if you trust them: Model.from_file({str(file)!r}, trusted={refused!r})"
-            )
+            raise _types_refused(file, refused)
         return sio.load(file, trusted=allowed)
-    except ModelFileError:
+    except AdvisedError:
         raise
     except Exception as exc:  # skops raises whatever its zip, json or the estimator's own code raise
         raise ModelFileError(f"cannot read model file {str(file)!r} with skops: {type(exc).__name__}: {exc}") from exc
@@ -53,7 +82,7 @@ def _skops_load(file: Path, trusted: bool | Sequence[str]) -> Any:
 
 def _pickle_load(file: Path, trusted: bool | Sequence[str]) -> Any:
     if trusted is not True:
-        raise ModelFileError(f"model file {str(file)!r} is a pickle: " + _PICKLE_WARNING.format(path=str(file)))
+        raise _pickle_refused(file)
     joblib = require("joblib", "sklearn", f"model file {file.name!r} (joblib)")
     try:
         return joblib.load(file)  # reads plain pickles too
@@ -80,6 +109,9 @@ def describe(estimator: Any, file: Path) -> FileModel:
         labels["predict_proba"] = [str(label) for label in classes]
     if hasattr(estimator, "transform"):
         outputs.append(spec("transform", "FP64", [-1, _transformed_width(estimator)]))
+    if feature_names:
+        # Fitted on a DataFrame, it is called with one: without pandas it could serve no request, so it fails its load.
+        require("pandas", "sklearn", f"model file {file.name!r}, fitted on named columns ({', '.join(feature_names)}),")
     properties = {"estimator": type(estimator).__name__}
     if feature_names:
         properties["feature_names"] = json.dumps(feature_names)

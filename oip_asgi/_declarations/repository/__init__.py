@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from ..files import FORMATS
+from ..files._common import AdvisedError
 from ..model import Model
 from ..spec import TensorSpec
 from ..triton import DATATYPES_OF, backend_of, is_integer_version, tensor_json
 from ._config import ConfigError, checked_json, read_pbtxt, unacted
 from ._paths import PathError, inside, is_model_name, model_folder, write_files
 from ._paths import fingerprint as folder_fingerprint
+from ._reshape import reshaped, reshapes
 from .declaration import ModelRepository
 
 __all__ = [
@@ -45,7 +47,9 @@ class DirectoryModel:
     name: str
     versions: list[Model]  # integer versions ascending, those the version policy chose
     config: dict[str, Any] | None  # Triton's ModelConfig JSON, completed; None without config.pbtxt or override
-    warnings: list[str]  # one message naming the config fields read and not acted on, if any
+    warnings: list[
+        str
+    ]  # one message naming the config fields read and not acted on, if any (the logger names the model)
 
 
 # Triton's file name for a platform's or backend's model, and the `Model.from_file` format it is.
@@ -125,10 +129,18 @@ def _read(
     if config is not None and config.get("name", name) != name:
         raise RepositoryError(f"config names model {config['name']!r}, but its folder is {name!r}")
     settings = _settings(folder, name, config or {})
-    versions = [_version(folder / number, number, settings, config or {}) for number in _versions(folder, config or {})]
+    versions = [
+        _with_reshapes(_version(folder / number, number, settings, config or {}), config or {})
+        for number in _versions(folder, config or {})
+    ]
     ignored = unacted(config or {})
-    warnings = [f"model {name!r}: config fields not acted on: {', '.join(ignored)}"] if ignored else []
+    warnings = [f"config fields not acted on: {', '.join(ignored)}"] if ignored else []
     return DirectoryModel(name, versions, _completed(config, name, versions[-1]), warnings)
+
+
+def _with_reshapes(model: Model, config: Mapping[str, Any]) -> Model:
+    batching = config.get("max_batch_size", 0) > 0
+    return reshaped(model, reshapes(config.get("input", [])), reshapes(config.get("output", [])), batching)
 
 
 def _read_config(folder: Path) -> dict[str, Any] | None:
@@ -214,7 +226,10 @@ def _version(folder: Path, number: str, settings: Mapping[str, Any], config: Map
     kind = config.get("platform") or config.get("backend") or ""
     trusted = _trusted(config.get("parameters", {}).get(TRUSTED, {}).get("string_value", ""))
     options: dict[str, Any] = {"trusted": trusted} if trusted else {}
-    return Model.from_file(file, format=_FORMAT_OF.get(kind), **options, **declared)
+    try:
+        return Model.from_file(file, format=_FORMAT_OF.get(kind), **options, **declared)
+    except AdvisedError as exc:  # its way forward here is the config's, not Model.from_file's argument
+        raise RepositoryError(f"model {declared['name']!r}: {exc.for_origin('repository')}") from exc
 
 
 def _model_file(folder: Path, config: Mapping[str, Any]) -> Path:

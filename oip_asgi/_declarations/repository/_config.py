@@ -28,8 +28,8 @@ HONOURED: dict[str, Any] = {
     "version_policy": True,
     "default_model_filename": True,
     "parameters": True,
-    "input": {"name": True, "data_type": True, "dims": True, "optional": True},
-    "output": {"name": True, "data_type": True, "dims": True, "label_filename": True},
+    "input": {"name": True, "data_type": True, "dims": True, "optional": True, "reshape": True},
+    "output": {"name": True, "data_type": True, "dims": True, "label_filename": True, "reshape": True},
     "dynamic_batching": {"max_queue_delay_microseconds": True},
 }
 
