@@ -191,11 +191,11 @@ def test_a_port_in_use_exits_3(workers: str) -> None:
     [
         (["serve", "mymodels"], "'mymodels' is neither MODULE:ATTR (for example mymodels:models) nor a model file"),
         (["serve", "m:a", "--workers", "0"], "must be at least 1"),
-        (["serve"], "name what to serve: MODULE:ATTR, a model file, or --model-repository DIR"),
+        (["serve"], "name what to serve: MODULE:ATTR, model files, or --model-repository DIR"),
         (["serve", "--model-repository", "/nonexistent"], "--model-repository '/nonexistent' is not a directory"),
         (
             ["serve", "m:a", "--load-model", "x"],
-            "--model-control-mode, --load-model and --kserve-name go with --model-repository",
+            "oip-asgi: error: --load-model goes with --model-repository DIR\n",  # only the options given
         ),
         (
             ["serve", "--model-repository", ".", "--model-control-mode", "explicit", "--workers", "2"],

@@ -101,9 +101,24 @@ def check_inputs(model: ServedModel, inputs: Sequence[TensorHeader]) -> None:
             raise BadRequest(f"missing input '{spec.name}' for model '{model.name}'")
 
 
+FLOATS = {"FP32", "FP64"}
+# tritonclient users often send float32 rows to a model file fitted on float64 ones: say both ways forward.
+FLOAT_ADVICE = (
+    "; send {expected} (a numpy array of that type), or, for a scikit-learn, XGBoost or LightGBM file, serve it "
+    "with oip-asgi serve FILE --input-datatype {sent} (docs/models.md)"
+)
+
+
 def check_against(spec: TensorSpec, datatype: str, shape: Sequence[int], model: str) -> None:
     if datatype != spec.datatype:
-        raise BadRequest(f"input '{spec.name}' has datatype {datatype}, model '{model}' expects {spec.datatype}")
+        raise BadRequest(
+            f"input '{spec.name}' has datatype {datatype}, model '{model}' expects {spec.datatype}"
+            + (
+                FLOAT_ADVICE.format(sent=datatype, expected=spec.datatype)
+                if {datatype, spec.datatype} == FLOATS
+                else ""
+            )
+        )
     if not spec.accepts_shape(shape):
         raise BadRequest(
             f"input '{spec.name}' has shape {shape_text(shape)}, model '{model}' expects {shape_text(spec.shape)}"

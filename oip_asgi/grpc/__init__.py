@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 import typing as _typing
 
+from .._declarations.extras import install_line as _install_line
+
 if _typing.TYPE_CHECKING:
     from ._codec import TYPED_OUTPUTS
     from ._server import DEFAULT_ADDRESS, bind, server, serving
@@ -34,7 +36,16 @@ def __getattr__(name: str) -> _typing.Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'oip_asgi.grpc' has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+    try:
+        return getattr(importlib.import_module(module, __name__), name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.startswith("oip_asgi"):
+            raise
+        # grpcio (or protobuf) missing: one line with how to install it, rather than a bare import error.
+        raise ModuleNotFoundError(
+            f"oip_asgi.grpc needs the {exc.name} package, which the grpc extra brings: {_install_line('grpc')}",
+            name=exc.name,
+        ) from exc
 
 
 def __dir__() -> list[str]:

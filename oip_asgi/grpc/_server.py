@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import grpc
 
 from .._core.logs import show_unless_configured
 from .._core.server import HasCore, ServerCore, core_of
+from .._declarations.extras import install_line
 from .._protobuf import inference_pb2 as pb
 from ._service import SERVICE, InferenceService
 
@@ -57,16 +58,30 @@ def server(
     grpc_server.add_generic_rpc_handlers([InferenceService(core).handler()])
     services = [SERVICE]
     if health:
-        from ._health import add_health  # grpcio-health-checking, imported only when asked for
+        with _needs_the_extra("health=True"):
+            from ._health import add_health  # grpcio-health-checking, imported only when asked for
 
         services.append(add_health(grpc_server, core))
     if reflection:
-        _add_reflection(grpc_server, services)
+        with _needs_the_extra("reflection=True"):
+            _add_reflection(grpc_server, services)
     if address is not None:
         bind(grpc_server, address, credentials)
     elif credentials is not None:
         raise ValueError("credentials apply to an address: pass address too, or bind with bind(server, address, ...)")
     return grpc_server
+
+
+@contextlib.contextmanager
+def _needs_the_extra(feature: str) -> Iterator[None]:
+    """A package of the grpc extra missing, said in one line with how to install it, not as a bare import error."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"gRPC's {feature} needs the {exc.name} package, which the grpc extra brings: {install_line('grpc')}",
+            name=exc.name,
+        ) from exc
 
 
 def _add_reflection(grpc_server: grpc.aio.Server, services: list[str]) -> None:

@@ -33,6 +33,9 @@ _BY_EXTENSION = {
     ".pth": "torch",
 }
 
+# The extensions that name a model file's library (LightGBM's text files are told by their content).
+MODEL_EXTENSIONS = tuple(_BY_EXTENSION)
+
 # The libraries' own compressed pickles (joblib's zlib, gzip, bz2, xz and lz4) and plain pickles (protocol 2 to 5).
 _PICKLE_STARTS = (
     b"\x78\x01",
@@ -99,9 +102,9 @@ def detect_format(file: Path) -> str:
         raise AdvisedError(
             f"cannot tell which library model file {str(file)!r} is for, from its name or its content",
             {
-                "python": f"pass format= one of {', '.join(map(repr, FORMATS))}",
-                "command line": f"name it with its library's extension ({', '.join(sorted(_BY_EXTENSION))})",
-                "repository": f"set the config's platform or backend (one of {', '.join(FORMATS)})",
+                "python": f"; pass format= one of {', '.join(map(repr, FORMATS))}",
+                "command line": f"; name it with its library's extension ({', '.join(sorted(_BY_EXTENSION))})",
+                "repository": f"; set the config's platform or backend (one of {', '.join(FORMATS)})",
             },
         )
     return format

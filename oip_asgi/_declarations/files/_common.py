@@ -47,7 +47,7 @@ class AdvisedError(ModelFileError):
         super().__init__(self.for_origin("python"))
 
     def for_origin(self, origin: Origin) -> str:
-        return f"{self.problem}: {self.advice[origin]}"
+        return self.problem + self.advice[origin]  # each advice starts with its own separator
 
 
 class MissingExtra(ImportError):
@@ -99,9 +99,20 @@ class Runner(ABC):
         return runner
 
 
+# A file model whose every tensor starts with the batch dimension is served as Triton's ONNX auto-complete serves
+# it: max_batch_size above 0, dims without that dimension (perf_analyzer then needs no --shape), and concurrent
+# requests batched. 64 rows (Triton's default is 4) lets a tabular model's calls share their cost; a bigger request
+# still runs, alone. No delay: a lone request runs at once, and only requests arriving together share a call.
+DEFAULT_MAX_BATCH_SIZE = 64
+
+
 @dataclass
 class FileModel:
-    """What a file says about the model it holds, and the callable that runs it."""
+    """What a file says about the model it holds, and the callable that runs it.
+
+    `batches_rows`: the model takes a table of rows whatever their number (a tabular model's, or an ONNX graph's
+    whose every first dimension is variable), so requests' rows may be concatenated into one call.
+    """
 
     predict: Runner
     inputs: list[TensorSpec]
@@ -109,6 +120,7 @@ class FileModel:
     platform: str
     labels: dict[str, list[str]] = field(default_factory=dict)
     properties: dict[str, str] = field(default_factory=dict)
+    batches_rows: bool = False
 
     def model(self, file: Path, declared: Mapping[str, Any]) -> dict[str, Any]:
         """`Model`'s arguments: this description, with what the caller declared in its place."""
@@ -124,9 +136,19 @@ class FileModel:
             "outputs": outputs,
             "labels": labels,
             "platform": self.platform,
+            **self._batching(declared),
             **declared,
             "properties": properties,
         }
+
+    def _batching(self, declared: Mapping[str, Any]) -> dict[str, Any]:
+        """Triton's batch dimension where the file has one, unless the caller declares max_batch_size (None: off)."""
+        if not self.batches_rows or "max_batch_size" in declared:
+            return {}
+        specs = [*declared.get("inputs", self.inputs), *declared.get("outputs", self.outputs)]
+        if not all(spec.shape and spec.shape[0] == -1 for spec in specs):
+            return {}
+        return {"max_batch_size": DEFAULT_MAX_BATCH_SIZE, "max_batch_delay": 0.0}
 
 
 class _LoadedLater:

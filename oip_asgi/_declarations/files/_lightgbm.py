@@ -33,6 +33,7 @@ def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> Fi
         outputs=task.outputs("FP64"),
         platform="lightgbm",
         properties=properties,
+        batches_rows=True,
     )
 
 

@@ -60,7 +60,21 @@ def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> Fi
         platform="onnxruntime_onnx",
         labels=_labels(file, outputs),
         properties=properties,
+        batches_rows=_batch_first(session),
     )
+
+
+def _batch_first(session: Any) -> bool:
+    """Whether every tensor's first dimension is one variable one: all unknown (skl2onnx's), or all one symbol.
+
+    Triton's auto-complete takes any variable first dimensions as the batch; two different symbols ("N", "M")
+    may differ in a request, which one batch dimension would refuse.
+    """
+    firsts = {
+        arg.shape[0] if arg.shape and not isinstance(arg.shape[0], int) else "fixed"
+        for arg in (*session.get_inputs(), *session.get_outputs())
+    }
+    return len(firsts) == 1 and "fixed" not in firsts
 
 
 def _default_providers(ort: Any) -> list[str]:

@@ -31,9 +31,9 @@ def _pickle_refused(file: Path) -> AdvisedError:
     return AdvisedError(
         problem,
         {
-            "python": f"Model.from_file({str(file)!r}, trusted=True). {_SKOPS_INSTEAD}",
-            "command line": f"add --trust-pickles to oip-asgi serve. {_SKOPS_INSTEAD}",
-            "repository": f"{_trusted_parameter('true')} in its config.pbtxt. {_SKOPS_INSTEAD}",
+            "python": f": Model.from_file({str(file)!r}, trusted=True). {_SKOPS_INSTEAD}",
+            "command line": f": add --trust-pickles to oip-asgi serve. {_SKOPS_INSTEAD}",
+            "repository": f": {_trusted_parameter('true')} in its config.pbtxt. {_SKOPS_INSTEAD}",
         },
     )
 
@@ -42,9 +42,9 @@ def _types_refused(file: Path, refused: list[str]) -> AdvisedError:
     return AdvisedError(
         f"model file {str(file)!r} holds types skops does not trust by default: {', '.join(refused)}",
         {
-            "python": f"if you trust them: Model.from_file({str(file)!r}, trusted={refused!r})",
-            "command line": f"if you trust them, add --trust-skops-types {','.join(refused)} to oip-asgi serve",
-            "repository": "if you trust them: "
+            "python": f"; if you trust them: Model.from_file({str(file)!r}, trusted={refused!r})",
+            "command line": f"; if you trust them, add --trust-skops-types {','.join(refused)} to oip-asgi serve",
+            "repository": "; if you trust them: "
             + _trusted_parameter(",".join(refused))
             + " in its config.pbtxt (or the value true)",
         },
@@ -122,6 +122,7 @@ def describe(estimator: Any, file: Path) -> FileModel:
         platform="sklearn",
         labels=labels,
         properties=properties,
+        batches_rows=True,
     )
 
 

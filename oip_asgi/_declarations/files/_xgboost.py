@@ -38,6 +38,7 @@ def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> Fi
         outputs=task.outputs("FP32"),
         platform="xgboost",
         properties=properties,
+        batches_rows=True,
     )
 
 

@@ -226,6 +226,8 @@ def _version(folder: Path, number: str, settings: Mapping[str, Any], config: Map
     kind = config.get("platform") or config.get("backend") or ""
     trusted = _trusted(config.get("parameters", {}).get(TRUSTED, {}).get("string_value", ""))
     options: dict[str, Any] = {"trusted": trusted} if trusted else {}
+    if config:  # its config says whether it batches (Triton auto-completes only a model without one)
+        declared.setdefault("max_batch_size", None)
     try:
         return Model.from_file(file, format=_FORMAT_OF.get(kind), **options, **declared)
     except AdvisedError as exc:  # its way forward here is the config's, not Model.from_file's argument

@@ -32,9 +32,25 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "target",
-        nargs="?",
+        nargs="*",
         metavar="MODULE:ATTR|FILE",
-        help="for example mymodels:models, mymodels:doubler or iris.onnx (optional with --model-repository)",
+        help="for example mymodels:models, mymodels:doubler, or model files, each served under its stem: iris.onnx "
+        "forest.skops (optional with --model-repository)",
+    )
+    files = serve.add_argument_group("model files (docs/models.md)")
+    files.add_argument(
+        "--trust-skops-types",
+        action="append",
+        default=[],
+        metavar="TYPES",
+        help="let a skops file load these types it does not trust by default, comma-separated, as its refusal "
+        "names them (repeatable)",
+    )
+    files.add_argument(
+        "--input-datatype",
+        metavar="DATATYPE",
+        help="declare every input of the tabular files (scikit-learn, XGBoost, LightGBM) as DATATYPE, for example FP32 "
+        "for an FP64 model and tritonclient's float32 arrays; the model gets the rows as sent",
     )
     repository = serve.add_argument_group("model repository (Triton's options)")
     repository.add_argument(
@@ -65,7 +81,8 @@ def parser() -> argparse.ArgumentParser:
     repository.add_argument(
         "--trust-pickles",
         action="store_true",
-        help="with --kserve-name, let bare joblib and pickle files load (they run the code they hold)",
+        help="let a model FILE, or with --kserve-name the bare files, load from joblib or pickle (they run the "
+        "code they hold)",
     )
     repository.add_argument(
         "--repository-poll-secs",

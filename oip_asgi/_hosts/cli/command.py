@@ -17,11 +17,12 @@ from types import FrameType
 from typing import Any
 
 from ..._declarations.extras import install_line
+from ..._declarations.files import MODEL_EXTENSIONS
 from ..._declarations.repository.declaration import ModelRepository
 from .arguments import parser
 from .logs import log_config
 from .served import Served
-from .target import TargetError, is_model_file, load_target
+from .target import FileOptions, TargetError, is_model_file, load_target
 
 USAGE = 2
 STARTUP_FAILURE = 3  # uvicorn's own code for a server that did not start; its supervisor stops on it
@@ -36,8 +37,11 @@ def worker_app() -> Served:
     """uvicorn's app factory in each worker process: it imports MODULE:ATTR itself."""
     settings = json.loads(os.environ[SETTINGS_ENV])
     repository = ModelRepository(**settings["repository"]) if settings["repository"] else None
+    files = FileOptions(**{**settings["files"], "trust_skops_types": tuple(settings["files"]["trust_skops_types"])})
     try:
-        app = load_target(settings["target"], metrics=settings["metrics"] is not None, repository=repository)
+        app = load_target(
+            settings["target"], metrics=settings["metrics"] is not None, repository=repository, files=files
+        )
     except TargetError as exc:
         _error(str(exc))
         sys.exit(STARTUP_FAILURE)  # uvicorn's supervisor stops the other workers, and does not restart
@@ -63,8 +67,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _repository(args: argparse.Namespace) -> ModelRepository | None:
     """--model-repository and its options, checked as the app will check them."""
     if args.model_repository is None:
-        if args.load_model or args.model_control_mode != "none" or args.kserve_name or args.trust_pickles:
-            raise TargetError("--model-control-mode, --load-model and --kserve-name go with --model-repository DIR")
+        given = [
+            option
+            for option, value in (
+                ("--model-control-mode", args.model_control_mode != "none"),
+                ("--load-model", args.load_model),
+                ("--kserve-name", args.kserve_name),
+            )
+            if value
+        ]
+        if given:
+            raise TargetError(f"{' and '.join(given)} go{'es' if len(given) == 1 else ''} with --model-repository DIR")
         return None
     if not os.path.isdir(args.model_repository):
         raise TargetError(f"--model-repository {args.model_repository!r} is not a directory")
@@ -76,8 +89,11 @@ def _repository(args: argparse.Namespace) -> ModelRepository | None:
             path = str(storage_repository(Path(path), args.kserve_name, scratch_folder(), trusted=args.trust_pickles))
         except (OSError, ValueError) as exc:
             raise TargetError(f"--kserve-name: {exc}") from None
-    elif args.trust_pickles:
-        raise TargetError("--trust-pickles goes with --kserve-name (a repository's config.pbtxt trusts its own files)")
+    elif args.trust_pickles and not args.target:
+        raise TargetError(
+            "--trust-pickles goes with a model FILE or --kserve-name: a repository's model trusts its file in its "
+            'config.pbtxt (parameters { key: "trusted" value: { string_value: "true" } })'
+        )
     if args.load_model and args.model_control_mode != "explicit":
         raise TargetError("--load-model names the models to load at start with --model-control-mode explicit")
     if not args.repository_poll_secs > 0:
@@ -90,12 +106,47 @@ def _repository(args: argparse.Namespace) -> ModelRepository | None:
     )
 
 
+def _files(args: argparse.Namespace) -> FileOptions:
+    """The model files' options, each only where a model file is given to take it."""
+    files = [target for target in args.target if is_model_file(target)]
+    for option, value in (
+        ("--trust-skops-types", args.trust_skops_types),
+        ("--input-datatype", args.input_datatype),
+        ("--trust-pickles", args.trust_pickles and args.kserve_name is None),
+    ):
+        if value and not files:
+            raise TargetError(f"{option} goes with model files (FILE ...), which the command names none of")
+    return FileOptions(
+        trust_pickles=args.trust_pickles and args.kserve_name is None,
+        trust_skops_types=tuple(args.trust_skops_types),
+        input_datatype=args.input_datatype,
+    )
+
+
+def _unservable(target: str) -> str | None:
+    """Why `target` is neither MODULE:ATTR nor a model file, or None if it may be one."""
+    if ":" in target or is_model_file(target):
+        return None
+    if os.path.exists(target):
+        return f"{target!r} is not a file: serve a directory with --model-repository DIR"
+    if Path(target).suffix.lower() in MODEL_EXTENSIONS or os.sep in target:
+        return f"no such file: {target!r}"
+    return f"{target!r} is neither MODULE:ATTR (for example mymodels:models) nor a model file"
+
+
 def serve(args: argparse.Namespace) -> int:
-    if args.target is None and args.model_repository is None:
-        _error("name what to serve: MODULE:ATTR, a model file, or --model-repository DIR")
+    if not args.target and args.model_repository is None:
+        _error("name what to serve: MODULE:ATTR, model files, or --model-repository DIR")
         return USAGE
-    if args.target is not None and ":" not in args.target and not is_model_file(args.target):
-        _error(f"{args.target!r} is neither MODULE:ATTR (for example mymodels:models) nor a model file")
+    for target in args.target:
+        problem = _unservable(target)
+        if problem is not None:
+            _error(problem)
+            return USAGE
+    try:
+        files = _files(args)
+    except TargetError as exc:
+        _error(str(exc))
         return USAGE
     try:
         repository = _repository(args)
@@ -138,14 +189,16 @@ def serve(args: argparse.Namespace) -> int:
         "timeout_keep_alive": args.timeout_keep_alive,
     }
     if args.workers > 1:
-        if args.target is not None and not is_model_file(args.target):
-            top = args.target.partition(":")[0].partition(".")[0]
+        modules = [target for target in args.target if not is_model_file(target)]
+        if modules:
+            top = modules[0].partition(":")[0].partition(".")[0]
             if importlib.util.find_spec(top) is None:
                 # Said once, here, rather than by every worker; looking a top-level name up imports nothing.
                 _error(f"no module named {top!r} (run from the directory that holds it, or name it with --app-dir)")
                 return STARTUP_FAILURE
         settings = {
             "target": args.target,
+            "files": asdict(files),
             "grpc": grpc_address,
             "metrics": metrics,
             "repository": None if repository is None else {**asdict(repository), "load_models": args.load_model},
@@ -153,7 +206,7 @@ def serve(args: argparse.Namespace) -> int:
         return _supervise(args.workers, settings, options)
     logging.config.dictConfig(options["log_config"])  # before the app is built, as a worker's is
     try:
-        app = load_target(args.target, metrics=metrics is not None, repository=repository)
+        app = load_target(args.target, metrics=metrics is not None, repository=repository, files=files)
     except TargetError as exc:
         _error(str(exc))
         return STARTUP_FAILURE

@@ -6,11 +6,17 @@ import importlib
 import os
 import sysconfig
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from ..._declarations.files import detect_format
+from ..._declarations.files._common import AdvisedError
+from ..._declarations.files.labels import labels_beside
 from ..._declarations.model import Model
 from ..._declarations.repository.declaration import ModelRepository
+from ..._declarations.spec import TensorSpec
 from ..._rest.app import OIPApp
 
 
@@ -22,22 +28,34 @@ def is_model_file(target: str) -> bool:
     return os.path.isfile(target)
 
 
-def load_target(target: str | None, *, metrics: bool = False, repository: ModelRepository | None = None) -> OIPApp:
+@dataclass(frozen=True)
+class FileOptions:
+    """What the command line declares of its model files."""
+
+    trust_pickles: bool = False
+    trust_skops_types: tuple[str, ...] = ()
+    input_datatype: str | None = None
+
+
+def load_target(
+    target: str | Sequence[str] | None,
+    *,
+    metrics: bool = False,
+    repository: ModelRepository | None = None,
+    files: FileOptions = FileOptions(),
+) -> OIPApp:
     """The app for MODULE:ATTR (a models mapping, a `Model` served under ATTR's name, or an `OIPApp`),
-    for a model file (served under its stem), or for none (the `repository`'s models alone).
+    for model files (each served under its stem), or for none (the `repository`'s models alone).
 
     `metrics` registers the models' Prometheus metrics, unless ATTR is an app: it chose when built.
-    `repository` joins the models of a mapping, a `Model` or a file.
+    `repository` joins the models of a mapping, a `Model` or the files.
     """
-    if target is None or is_model_file(target):
-        models: dict[str, Any] = {}
-        if target is not None:
-            try:
-                model = Model.from_file(target)
-            except (ImportError, OSError, TypeError, ValueError) as exc:
-                raise TargetError(f"{target}: {exc}") from None
-            models[model.name] = model
-        return _app(target or "--model-repository", models, metrics, repository)
+    targets = [target] if isinstance(target, str) else list(target or ())
+    if all(map(is_model_file, targets)):
+        return _app(" ".join(targets) or "--model-repository", file_models(targets, files), metrics, repository)
+    if len(targets) > 1:
+        raise TargetError(f"serve one MODULE:ATTR, or model files: {' '.join(targets)} mixes them")
+    (target,) = targets
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise TargetError(f"{target!r} is not MODULE:ATTR (for example mymodels:models)")
@@ -73,6 +91,62 @@ def load_target(target: str | None, *, metrics: bool = False, repository: ModelR
         f"{target} is {kind}, not a models mapping, a Model or an OIPApp"
         + (" (wrap a bare callable: Model(function))" if callable(value) else "")
     )
+
+
+def file_models(paths: Sequence[str], options: FileOptions) -> dict[str, Model]:
+    """The models of `paths`, each under its stem, as the command line declares them."""
+    trusting = options.trust_pickles or options.trust_skops_types
+    formats = {path: _format(path) for path in paths}
+    if trusting and "sklearn" not in formats.values():
+        raise TargetError("--trust-pickles and --trust-skops-types are for scikit-learn files (joblib, pickle, skops)")
+    if options.input_datatype is not None and not set(formats.values()) & set(TABULAR):
+        raise TargetError(
+            "--input-datatype re-declares a tabular file's inputs (scikit-learn, XGBoost, LightGBM); "
+            "other files take the datatypes they declare"
+        )
+    models: dict[str, Model] = {}
+    for path, format in formats.items():
+        model = _file_model(path, format, options)
+        if model.name in models:
+            raise TargetError(f"two model files would be served as {model.name!r}: rename one")
+        models[model.name] = model
+    return models
+
+
+def _format(path: str) -> str:
+    try:
+        return detect_format(Path(path))
+    except AdvisedError as exc:
+        raise TargetError(exc.for_origin("command line")) from None
+    except (OSError, ValueError) as exc:
+        raise TargetError(f"{path}: {exc}") from None
+
+
+def _file_model(path: str, format: str, options: FileOptions) -> Model:
+    own: dict[str, Any] = {}
+    if format == "sklearn":
+        # --trust-pickles trusts all a file holds, as a config's "trusted: true" does; else the skops types named.
+        types = [name.strip() for names in options.trust_skops_types for name in names.split(",") if name.strip()]
+        own["trusted"] = True if options.trust_pickles else types or False
+    try:
+        model = Model.from_file(path, format=format, **own)
+        if options.input_datatype is not None and format in TABULAR:
+            model = _input_datatype(model, options.input_datatype)
+        labels = labels_beside(Path(path), model.outputs or ())
+        return model if labels is None else model.replace(labels=labels)
+    except AdvisedError as exc:
+        raise TargetError(exc.for_origin("command line")) from None
+    except (ImportError, OSError, TypeError, ValueError) as exc:
+        raise TargetError(f"{path}: {exc}") from None
+
+
+def _input_datatype(model: Model, datatype: str) -> Model:
+    inputs = [TensorSpec(spec.name, datatype, spec.shape, spec.optional) for spec in model.inputs or ()]
+    return model.replace(inputs=inputs)
+
+
+# The formats whose models take a table of numbers, whatever their float type (the library converts it).
+TABULAR = ("sklearn", "xgboost", "lightgbm")
 
 
 def _app(target: str, models: Mapping[str, Any], metrics: bool, repository: ModelRepository | None) -> OIPApp:
