@@ -511,3 +511,12 @@ async def test_reshape_the_client_sees_the_declared_dims_and_the_model_the_resha
         wrong = {"inputs": [{"name": "input-0", "datatype": "FP64", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 1.0]}]}
         refused = await http.post("/models/width/infer", json=wrong)
         assert refused.status_code == 400  # the declared dims [2, 2] are what a client must send
+
+
+def test_a_refused_pickle_is_advised_in_the_configs_terms(tmp_path: Path, classifier: LogisticRegression) -> None:
+    (tmp_path / "iris" / "1").mkdir(parents=True)
+    joblib.dump(classifier, tmp_path / "iris" / "1" / "model.joblib")
+    with pytest.raises(RepositoryError, match="is a pickle") as refused:
+        read_model(tmp_path, "iris")
+    assert 'parameters { key: "trusted" value: { string_value: "true" } } in its config.pbtxt' in str(refused.value)
+    assert "Model.from_file" not in str(refused.value) and "--trust-pickles" not in str(refused.value)

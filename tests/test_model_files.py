@@ -415,3 +415,16 @@ def test_a_lazy_model_is_not_ready_until_its_file_loads(files: tuple[Path, dict[
     assert declared.load is not None
     declared.load()
     assert list(declared.predict(features=IRIS)) == ["predict_proba"]
+
+
+def test_a_model_fitted_on_named_columns_without_pandas_fails_its_load_naming_pandas(
+    files: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"fitted on named columns .*needs the pandas package: pip install"):
+        Model.from_file(files[0] / "iris.skops")  # its load fails, rather than every request after it
+    lazy = Model.from_file(files[0] / "iris.skops", lazy=True)
+    assert lazy.load is not None
+    with pytest.raises(ImportError, match="needs the pandas package"):
+        lazy.load()  # in the background: the model is not ready, with this reason
+    assert Model.from_file(files[0] / "pca.skops").name == "pca"  # fitted on an array: no pandas needed

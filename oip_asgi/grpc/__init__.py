@@ -42,8 +42,9 @@ def __getattr__(name: str) -> _typing.Any:
         if exc.name is None or exc.name.startswith("oip_asgi"):
             raise
         # grpcio (or protobuf) missing: one line with how to install it, rather than a bare import error.
+        package = exc.name.partition(".")[0]
         raise ModuleNotFoundError(
-            f"oip_asgi.grpc needs the {exc.name} package, which the grpc extra brings: {_install_line('grpc')}",
+            f"oip_asgi.grpc needs the {package} package, which the grpc extra brings: {_install_line('grpc')}",
             name=exc.name,
         ) from exc
 

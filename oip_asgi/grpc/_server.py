@@ -78,8 +78,9 @@ def _needs_the_extra(feature: str) -> Iterator[None]:
     try:
         yield
     except ModuleNotFoundError as exc:
+        package = (exc.name or "").partition(".")[0]
         raise ModuleNotFoundError(
-            f"gRPC's {feature} needs the {exc.name} package, which the grpc extra brings: {install_line('grpc')}",
+            f"gRPC's {feature} needs the {package} package, which the grpc extra brings: {install_line('grpc')}",
             name=exc.name,
         ) from exc
 
