@@ -84,3 +84,18 @@ def test_perf_analyzer_measures_the_model(
     assert requests > 0 and served_inferences >= requests * batch
     # Every request of the run reached the model, in this server's own counts too.
     assert inference_count(rest, model) - before >= requests * batch
+
+
+def test_perf_analyzer_measures_a_model_file_with_no_shape_option(tmp_path: Path) -> None:
+    """A tabular file's first dimension is Triton's batch dimension: perf_analyzer needs no --shape (issue 30)."""
+    skops_io = pytest.importorskip("skops.io")
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    skops_io.dump(LogisticRegression(max_iter=1000).fit(*load_iris(return_X_y=True)), tmp_path / "iris.skops")
+    port = free_port()
+    with serving(["-m", "oip_asgi", "serve", str(tmp_path / "iris.skops"), "--port", str(port)], port) as server:
+        command = [str(BINARY), "-m", "iris", "-u", server.address, "-i", "http", *QUICK]
+        done = subprocess.run(command, capture_output=True, text=True, env=ENVIRONMENT, timeout=60, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert inference_count(server.address, "iris") > 0
