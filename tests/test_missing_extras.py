@@ -11,12 +11,14 @@ import oip_asgi.grpc
 from oip_asgi import Model, oip_app
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize(("option", "package"), [("health", "grpc_health"), ("reflection", "grpc_reflection")])
-def test_grpcs_health_and_reflection_without_their_packages_say_to_install_the_grpc_extra(
+async def test_grpcs_health_and_reflection_without_their_packages_say_to_install_the_grpc_extra(
     monkeypatch: pytest.MonkeyPatch, option: str, package: str
 ) -> None:
     # The README's gRPC example after its first install command: grpcio (from tritonclient) without these.
-    monkeypatch.setitem(sys.modules, package, None)
+    for name in [name for name in sys.modules if name == package or name.startswith(package + ".")] or [package]:
+        monkeypatch.setitem(sys.modules, name, None)  # imported by an earlier test or not: importing it now fails
     monkeypatch.delitem(sys.modules, "oip_asgi.grpc._health", raising=False)
     app = oip_app({"m": Model(lambda x: x)})
     with pytest.raises(ModuleNotFoundError, match=rf"needs the {package} package, which the grpc extra brings: pip"):
