@@ -7,6 +7,7 @@ command line's. Models are trained here on iris; the served ones are called with
 
 from __future__ import annotations
 
+import logging.config
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,15 +50,21 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+@pytest.fixture(autouse=True)
+def command_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`main` as the command runs it, but leaving this process's sys.path and logging as they were."""
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the command adds --app-dir to it
+    monkeypatch.setattr(logging.config, "dictConfig", lambda config: None)  # uvicorn's, set before the app is built
+
+
 def error_of(capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[int, str]:
     status = main(["serve", *arguments])
     return status, capsys.readouterr().err
 
 
 def test_a_pickle_is_trusted_with_trust_pickles_and_refused_with_the_options_advice(
-    files: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    files: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sys, "path", list(sys.path))  # the command adds --app-dir to it
     status, error = error_of(capsys, str(files / "forest.joblib"))
     assert status == 3
     assert "is a pickle" in error and "add --trust-pickles to oip-asgi serve" in error
@@ -66,10 +73,7 @@ def test_a_pickle_is_trusted_with_trust_pickles_and_refused_with_the_options_adv
     assert app.core.served.names() == ["forest"]
 
 
-def test_skops_types_are_trusted_by_name_from_the_command_line(
-    files: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sys, "path", list(sys.path))
+def test_skops_types_are_trusted_by_name_from_the_command_line(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, error = error_of(capsys, str(files / "forest.skops"))
     assert status == 3
     assert "does not trust by default: sklearn.tree._tree.Tree" in error
@@ -116,9 +120,8 @@ def test_usage_errors_of_model_files_exit_2(
 
 
 def test_a_file_of_no_known_format_is_advised_in_the_command_lines_terms(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sys, "path", list(sys.path))
     (tmp_path / "notes").write_text("hello")
     status, error = error_of(capsys, str(tmp_path / "notes"))
     assert status == 3
