@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import joblib
 import numpy as np
 import pytest
 
@@ -282,6 +283,26 @@ class Doubler(TransformerMixin, BaseEstimator):  # a type skops has never heard 
 
     def transform(self, X: Any) -> Any:
         return np.asarray(X) * 2
+
+
+class NeedsALibrary(TransformerMixin, BaseEstimator):  # as a step that imports its library only when called
+    def fit(self, X: Any, y: Any = None) -> NeedsALibrary:
+        self.n_features_in_ = np.asarray(X).shape[1]
+        return self
+
+    def transform(self, X: Any) -> Any:
+        import oip_asgi_test_absent_library  # type: ignore[import-not-found]  # noqa: F401
+
+        return X
+
+
+def test_a_model_that_cannot_run_for_a_missing_library_fails_its_load(tmp_path: Path) -> None:
+    path = tmp_path / "needs.joblib"
+    joblib.dump(NeedsALibrary().fit(IRIS), path)
+    with pytest.raises(
+        ImportError, match=r"needs\.joblib' cannot run: .*No module named 'oip_asgi_test_absent_library'"
+    ):
+        Model.from_file(path, trusted=True)
 
 
 def test_clusters_and_outliers_are_integers(tmp_path: Path) -> None:

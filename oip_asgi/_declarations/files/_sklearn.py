@@ -7,6 +7,7 @@ Outputs are named as MLServer's sklearn runtime names them (``predict``, ``predi
 from __future__ import annotations
 
 import json
+import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,7 +16,17 @@ from typing import Any
 import numpy as np
 
 from ..datatypes import datatype_of
-from ._common import AdvisedError, FileModel, ModelFileError, Runner, batch_rows, check_options, require, spec
+from ._common import (
+    AdvisedError,
+    FileModel,
+    MissingExtra,
+    ModelFileError,
+    Runner,
+    batch_rows,
+    check_options,
+    require,
+    spec,
+)
 
 _SKOPS_INSTEAD = (
     "Better, save the model with skops (skops.io.dump(model, 'model.skops')), which runs no code it was not told "
@@ -115,8 +126,10 @@ def describe(estimator: Any, file: Path) -> FileModel:
     properties = {"estimator": type(estimator).__name__}
     if feature_names:
         properties["feature_names"] = json.dumps(feature_names)
+    runner = _Estimator(estimator, [output.name for output in outputs], feature_names, features, file.name)
+    _warm_up(runner, features, file)
     return FileModel(
-        predict=_Estimator(estimator, [output.name for output in outputs], feature_names, features, file.name),
+        predict=runner,
         inputs=[spec("input-0", "FP64", [-1, features])],
         outputs=outputs,
         platform="sklearn",
@@ -124,6 +137,21 @@ def describe(estimator: Any, file: Path) -> FileModel:
         properties=properties,
         batches_rows=True,
     )
+
+
+def _warm_up(runner: _Estimator, features: int, file: Path) -> None:
+    """One row of zeros through the estimator, so that a library its steps import only when called is missing
+    now, failing the load, rather than at every request."""
+    if features <= 0:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zeros may be an odd row for it: what it says of them is no news
+        try:
+            runner(**{"input-0": np.zeros((1, features))})
+        except ImportError as exc:
+            raise MissingExtra(f"model file {str(file)!r} cannot run: {type(exc).__name__}: {exc}") from exc
+        except Exception:
+            pass  # zeros may be no valid row for it; a request's own rows will tell
 
 
 def _prediction(base: Any, estimator: Any, classes: Any) -> tuple[str, list[int]]:
