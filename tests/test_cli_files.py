@@ -109,6 +109,7 @@ def test_two_files_with_one_stem_are_refused(files: Path, tmp_path: Path) -> Non
         (["examples.models:models", "--trust-pickles"], "--trust-pickles goes with model files"),
         (["examples.models:models", "--trust-skops-types", "x"], "--trust-skops-types goes with model files"),
         (["examples.models:models", "--input-datatype", "FP32"], "--input-datatype goes with model files"),
+        (["--model-repository", ".", "--trust-pickles"], 'in its config.pbtxt (parameters { key: "trusted"'),
     ],
 )
 def test_usage_errors_of_model_files_exit_2(
@@ -193,5 +194,18 @@ def test_an_fp32_request_to_an_fp64_file_says_the_way_forward(files: Path, tmp_p
             tensor.set_data_from_numpy(ROWS[:1].astype(np.float32))
             with pytest.raises(Exception, match=r"expects FP64; send FP64 .*--input-datatype FP32"):
                 client.infer("forest", [tensor])
+        finally:
+            client.close()
+
+
+@pytest.mark.slow
+def test_worker_processes_get_the_files_options(files: Path) -> None:
+    port = free_port()
+    argv = ["-m", "oip_asgi", "serve", "--host", HOST, "--port", str(port), "--log-level", "warning", "--workers", "2"]
+    argv += [str(files / "forest.skops"), "--trust-skops-types", "sklearn.tree._tree.Tree", "--input-datatype", "FP32"]
+    with serving(argv, port) as running:
+        client = httpclient.InferenceServerClient(running.address)
+        try:
+            assert client.get_model_metadata("forest")["inputs"][0]["datatype"] == "FP32"
         finally:
             client.close()

@@ -89,7 +89,7 @@ def _repository(args: argparse.Namespace) -> ModelRepository | None:
             path = str(storage_repository(Path(path), args.kserve_name, scratch_folder(), trusted=args.trust_pickles))
         except (OSError, ValueError) as exc:
             raise TargetError(f"--kserve-name: {exc}") from None
-    elif args.trust_pickles and not args.target:
+    elif args.trust_pickles and not any(map(is_model_file, args.target)):
         raise TargetError(
             "--trust-pickles goes with a model FILE or --kserve-name: a repository's model trusts its file in its "
             'config.pbtxt (parameters { key: "trusted" value: { string_value: "true" } })'
@@ -112,7 +112,8 @@ def _files(args: argparse.Namespace) -> FileOptions:
     for option, value in (
         ("--trust-skops-types", args.trust_skops_types),
         ("--input-datatype", args.input_datatype),
-        ("--trust-pickles", args.trust_pickles and args.kserve_name is None),
+        # With --model-repository, the repository's check says where a repository's model is trusted.
+        ("--trust-pickles", args.trust_pickles and args.kserve_name is None and args.model_repository is None),
     ):
         if value and not files:
             raise TargetError(f"{option} goes with model files (FILE ...), which the command names none of")
