@@ -11,6 +11,7 @@ import grpc
 
 from .._core.logs import show_unless_configured
 from .._core.server import HasCore, ServerCore, core_of
+from .._declarations.restricted import RestrictionsArgument
 from .._protobuf import inference_pb2 as pb
 from ._service import SERVICE, InferenceService
 
@@ -32,6 +33,7 @@ def server(
     health: bool = False,
     reflection: bool = False,
     options: Sequence[tuple[str, Any]] = (),
+    restricted_protocols: RestrictionsArgument = (),
 ) -> grpc.aio.Server:
     """An unstarted ``grpc.aio`` server of `app`'s models; add services of your own, then ``await start()``.
 
@@ -42,6 +44,9 @@ def server(
     (for Kubernetes' gRPC probes and grpc_health_probe): "" and "liveness" answer SERVING while the
     server runs, "inference.GRPCInferenceService" and "readiness" once every model has loaded.
     `reflection` adds server reflection (for grpcurl). `options` are grpcio channel arguments.
+    `restricted_protocols` serves groups of RPCs only to calls that carry a metadata key, as Triton's
+    ``--grpc-restricted-protocol``: rules such as ``"model-repository:admin-key=secret"`` (the call
+    then sends ``triton-grpc-protocol-admin-key: secret``), or ``{"model-repository": ("admin-key", "secret")}``.
     """
     core = core_of(app)
     if max_message_size is None:
@@ -53,8 +58,9 @@ def server(
         ("grpc.max_send_message_length", _MAX_MESSAGE),
         *options,
     ]
+    service = InferenceService(core, restricted_protocols=restricted_protocols)  # a bad rule fails before a server
     grpc_server = grpc.aio.server(interceptors=list(interceptors), options=channel_options)
-    grpc_server.add_generic_rpc_handlers([InferenceService(core).handler()])
+    grpc_server.add_generic_rpc_handlers([service.handler()])
     services = [SERVICE]
     if health:
         from ._health import add_health  # grpcio-health-checking, imported only when asked for
