@@ -80,7 +80,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @contextmanager
-def tls_server(pki: dict[str, Path], *options: str) -> Iterator[tuple[int, int]]:
+def tls_server(pki: dict[str, Path], *options: str, client_certificate: bool = False) -> Iterator[tuple[int, int]]:
     """`oip-asgi serve` with HTTPS and gRPC over TLS, until the block ends: (HTTP port, gRPC port)."""
     port, grpc_port = free_port(), free_port()
     argv = [sys.executable, "-m", "oip_asgi", "serve", "tests.apps_guard:models", "--port", str(port)]
@@ -90,6 +90,8 @@ def tls_server(pki: dict[str, Path], *options: str) -> Iterator[tuple[int, int]]
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(argv, cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT)
     context = ssl.create_default_context(cafile=str(pki["ca"]))
+    if client_certificate:
+        context.load_cert_chain(str(pki["client"]), str(pki["client-key"]))
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -173,13 +175,28 @@ def test_tritonclient_over_tls_on_both_wires_and_plaintext_refused(pki: dict[str
         plaintext.close()
 
 
+def _https_status(port: int, context: ssl.SSLContext) -> int:
+    connection = http.client.HTTPSConnection(HOST, port, context=context, timeout=5)
+    try:
+        connection.request("GET", "/v2/health/live")
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
 def test_mutual_tls_refuses_a_client_without_a_certificate(pki: dict[str, Path]) -> None:
     from tritonclient.utils import InferenceServerException
 
-    with tls_server(pki, "--grpc-use-ssl=1", "--grpc-root-cert", str(pki["ca"]), "--grpc-use-ssl-mutual") as (_, port):
-        _infer_grpc(_grpc_client(port, pki, certificate=True))
+    mutual = ["--grpc-use-ssl=1", "--grpc-root-cert", str(pki["ca"]), "--grpc-use-ssl-mutual"]
+    with tls_server(pki, *mutual, "--ssl-ca-certs", str(pki["ca"]), client_certificate=True) as (port, grpc_port):
+        _infer_grpc(_grpc_client(grpc_port, pki, certificate=True))
         with pytest.raises(InferenceServerException):
-            _grpc_client(port, pki, certificate=False).is_server_live(client_timeout=5)  # type: ignore[attr-defined]
+            _grpc_client(grpc_port, pki, certificate=False).is_server_live(client_timeout=5)  # type: ignore[attr-defined]
+        context = ssl.create_default_context(cafile=str(pki["ca"]))
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            _https_status(port, context)
+        context.load_cert_chain(str(pki["client"]), str(pki["client-key"]))
+        assert _https_status(port, context) == 200
 
 
 def test_restricted_apis_on_a_real_server_with_tritonclient(pki: dict[str, Path]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 from typing import Any
 
 from ..._declarations.restricted import restrictions
@@ -61,6 +62,7 @@ def checked(args: argparse.Namespace) -> dict[str, Any]:
         }
         if args.ssl_ca_certs is not None:
             http_tls["ssl_ca_certs"] = _readable("--ssl-ca-certs", args.ssl_ca_certs)
+            http_tls["ssl_cert_reqs"] = int(ssl.CERT_REQUIRED)  # uvicorn only asks for one otherwise
     return {
         "http_restricted_api": list(args.http_restricted_api),
         "http_tls": http_tls,

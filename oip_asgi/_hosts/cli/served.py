@@ -80,12 +80,12 @@ class Served:
         if self.grpc_address is not None:
             grpc = importlib.import_module("oip_asgi.grpc")  # the grpc extra, checked before serving
             try:
-                serving = grpc.serving(
-                    self.app,
-                    address=self.grpc_address,
-                    credentials=grpc_credentials(self.grpc.get("tls")),
-                    restricted_protocols=self.grpc.get("restricted_protocols", ()),
-                )
+                security: dict[str, Any] = {}  # only what was asked for: plain gRPC is called as before
+                if self.grpc.get("tls"):
+                    security["credentials"] = grpc_credentials(self.grpc["tls"])
+                if self.grpc.get("restricted_protocols"):
+                    security["restricted_protocols"] = self.grpc["restricted_protocols"]
+                serving = grpc.serving(self.app, address=self.grpc_address, **security)
                 await companions.enter_async_context(serving)
             except Exception as exc:
                 raise RuntimeError(f"gRPC could not serve on {self.grpc_address}: {type(exc).__name__}: {exc}") from exc
