@@ -54,7 +54,7 @@ def checked(args: argparse.Namespace) -> dict[str, Any]:
         raise SecurityError(
             "--grpc-server-cert, --grpc-server-key, --grpc-root-cert and --grpc-use-ssl-mutual go with --grpc-use-ssl"
         )
-    http_tls = None
+    http_tls: dict[str, Any] | None = None
     if args.ssl_certfile is not None:
         http_tls = {
             "ssl_certfile": _readable("--ssl-certfile", args.ssl_certfile),
@@ -62,7 +62,7 @@ def checked(args: argparse.Namespace) -> dict[str, Any]:
         }
         if args.ssl_ca_certs is not None:
             http_tls["ssl_ca_certs"] = _readable("--ssl-ca-certs", args.ssl_ca_certs)
-            http_tls["ssl_cert_reqs"] = int(ssl.CERT_REQUIRED)  # uvicorn only asks for one otherwise
+            http_tls["ssl_cert_reqs"] = int(ssl.CERT_REQUIRED)  # uvicorn asks for none otherwise
     return {
         "http_restricted_api": list(args.http_restricted_api),
         "http_tls": http_tls,
