@@ -211,3 +211,15 @@ def test_a_restricted_stream_ends_before_a_request_is_read() -> None:
             assert "expecting header 'triton-grpc-protocol-infer-key'" in (refused.value.details() or "")
             answers = list(stream(requests(), metadata=[("triton-grpc-protocol-infer-key", "k")], timeout=10))
             assert len(answers) == 1 and not answers[0].error_message
+
+
+def test_the_serve_command_lets_slow_and_idle_clients_go_by_default() -> None:
+    from oip_asgi._hosts.cli.arguments import parser, triton_booleans
+
+    args = parser().parse_args(["serve", "m:models"])
+    assert (args.timeout_request_read, args.grpc_stream_first_request_timeout) == (30.0, 60.0)
+    assert triton_booleans(["--grpc-use-ssl=1", "--grpc-use-ssl-mutual=true", "--grpc-use-ssl=0", "x=1"]) == [
+        "--grpc-use-ssl",
+        "--grpc-use-ssl-mutual",
+        "x=1",
+    ]

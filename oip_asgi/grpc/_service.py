@@ -26,6 +26,8 @@ from ._codec import decode_request, encode_response, parse_request, serialize
 SERVICE = "inference.GRPCInferenceService"
 # Requests of one stream in flight at once: later ones wait to be read until the oldest is answered.
 STREAM_WINDOW = 64
+# A stream that sends no request for this long after it opens is ended.
+DEFAULT_FIRST_REQUEST_TIMEOUT = 60.0
 _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
 
 # Each RPC's group, as Triton's --grpc-restricted-protocol names them.
@@ -74,6 +76,21 @@ async def _check(restriction: Restriction, context: Context) -> None:
         await abort(context, restriction.refusal())
 
 
+async def _first_within(requests: AsyncIterator[bytes], timeout: float, context: Context) -> AsyncIterator[bytes]:
+    """`requests`, ending the call when the first one takes longer than `timeout` seconds to come."""
+    iterator = aiter(requests)
+    try:
+        first = await asyncio.wait_for(anext(iterator), timeout)
+    except StopAsyncIteration:
+        return
+    except asyncio.TimeoutError:
+        await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the stream sent no request within {timeout:g} s")
+        return
+    yield first
+    async for request in iterator:
+        yield request
+
+
 class _GRPCExchange:
     """An inference request in a ModelInferRequest: parsed already, its response serialized for grpcio."""
 
@@ -115,9 +132,16 @@ class InferenceService:
     `restricted_protocols` are Triton's ``--grpc-restricted-protocol`` rules (see `restrictions`).
     """
 
-    def __init__(self, app: HasCore | ServerCore, *, restricted_protocols: RestrictionsArgument = ()) -> None:
+    def __init__(
+        self,
+        app: HasCore | ServerCore,
+        *,
+        restricted_protocols: RestrictionsArgument = (),
+        stream_first_request_timeout: float | None = DEFAULT_FIRST_REQUEST_TIMEOUT,
+    ) -> None:
         self.core = core_of(app)
         self.restrictions = restrictions(restricted_protocols, grpc=True)
+        self.stream_first_request_timeout = stream_first_request_timeout
 
     def handler(self) -> grpc.GenericRpcHandler:
         def parsed(message_type: type[_M], method: Callable[[_M], Awaitable[Message]]) -> Callable[[bytes], Any]:
@@ -230,6 +254,8 @@ class InferenceService:
         restriction = self.restrictions.get("inference")
         if restriction is not None:  # ended before a request is read, as Triton does
             await _check(restriction, context)
+        if self.stream_first_request_timeout is not None:
+            requests = _first_within(requests, self.stream_first_request_timeout, context)
         loop = asyncio.get_running_loop()
         pending: asyncio.Queue[asyncio.Task[bytes] | None] = asyncio.Queue()
         window = asyncio.Semaphore(STREAM_WINDOW)

@@ -159,6 +159,21 @@ def parser() -> argparse.ArgumentParser:
         "--grpc-use-ssl-mutual", action="store_true", help="require a client certificate signed by --grpc-root-cert"
     )
     serve.add_argument(
+        "--timeout-request-read",
+        type=_positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="close a connection whose request (line, headers or body) has sent no byte for this long, "
+        "and one that sends nothing (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--grpc-stream-first-request-timeout",
+        type=_positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="end a gRPC ModelStreamInfer that sends no request for this long after it opens (default: %(default)s)",
+    )
+    serve.add_argument(
         "--log-level",
         choices=["critical", "error", "warning", "info", "debug", "trace"],
         default="info",
@@ -189,6 +204,13 @@ def triton_booleans(argv: list[str]) -> list[str]:
             continue
         result.append(argument)
     return result
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
 
 
 def _positive(text: str) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..._declarations.extras import install_line
 from ..._declarations.repository.declaration import ModelRepository
+from . import timeouts
 from .arguments import parser, triton_booleans
 from .logs import log_config
 from .security import SecurityError, checked
@@ -36,6 +37,7 @@ WORKER_APP = "oip_asgi._hosts.cli:worker_app"
 def worker_app() -> Served:
     """uvicorn's app factory in each worker process: it imports MODULE:ATTR itself."""
     settings = json.loads(os.environ[SETTINGS_ENV])
+    timeouts.read_timeout = settings["timeout_request_read"]
     repository = ModelRepository(**settings["repository"]) if settings["repository"] else None
     try:
         app = load_target(
@@ -152,6 +154,7 @@ def serve(args: argparse.Namespace) -> int:
         "access_log": not args.no_access_log,
         "timeout_graceful_shutdown": args.timeout_graceful_shutdown,
         "timeout_keep_alive": args.timeout_keep_alive,
+        "http": timeouts.PROTOCOL,  # uvicorn's own, closing requests that stop arriving
         **(security["http_tls"] or {}),
     }
     if args.workers > 1:
@@ -166,6 +169,7 @@ def serve(args: argparse.Namespace) -> int:
             "grpc": grpc_address,
             "metrics": metrics,
             "security": security,
+            "timeout_request_read": args.timeout_request_read,
             "repository": None if repository is None else {**asdict(repository), "load_models": args.load_model},
         }
         return _supervise(args.workers, settings, options)
@@ -180,6 +184,7 @@ def serve(args: argparse.Namespace) -> int:
     except TargetError as exc:
         _error(str(exc))
         return STARTUP_FAILURE
+    timeouts.read_timeout = args.timeout_request_read
     signal.signal(signal.SIGTERM, _stopped)
     # uvicorn.run exits 3 itself when the server does not start.
     uvicorn.run(Served(app, grpc_address=grpc_address, metrics=metrics, grpc=security["grpc"]), **options)

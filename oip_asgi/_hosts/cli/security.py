@@ -66,7 +66,11 @@ def checked(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "http_restricted_api": list(args.http_restricted_api),
         "http_tls": http_tls,
-        "grpc": {"restricted_protocols": list(args.grpc_restricted_protocol), "tls": grpc_tls},
+        "grpc": {
+            "restricted_protocols": list(args.grpc_restricted_protocol),
+            "tls": grpc_tls,
+            "stream_first_request_timeout": args.grpc_stream_first_request_timeout,
+        },
     }
 
 

@@ -85,6 +85,8 @@ class Served:
                     security["credentials"] = grpc_credentials(self.grpc["tls"])
                 if self.grpc.get("restricted_protocols"):
                     security["restricted_protocols"] = self.grpc["restricted_protocols"]
+                if self.grpc.get("stream_first_request_timeout"):
+                    security["stream_first_request_timeout"] = self.grpc["stream_first_request_timeout"]
                 serving = grpc.serving(self.app, address=self.grpc_address, **security)
                 await companions.enter_async_context(serving)
             except Exception as exc:
