@@ -10,7 +10,9 @@ import gzip
 import json
 import os
 import socket
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,10 +25,13 @@ pytestmark = pytest.mark.slow
 MiB = 2**20
 
 
+GRPC_PORT = free_port()
+
+
 @pytest.fixture
 def server() -> Iterator[Server]:
     port = free_port()
-    argv = ["-m", "oip_asgi", "serve", "tests.apps_guard:models", "--port", str(port)]
+    argv = ["-m", "oip_asgi", "serve", "tests.apps_guard:models", "--port", str(port), "--grpc-port", str(GRPC_PORT)]
     with serving([*argv, "--log-level", "warning", "--no-access-log"], port) as running:
         yield running
 
@@ -145,3 +150,59 @@ def test_a_binary_tensor_trickling_in_costs_what_has_arrived(server: Server) -> 
     arrived, growth = _trickle(server, head, header + bytes(8 * MiB))
     print(f"\nbinary tensor declaring 120 MiB, {arrived / MiB:.1f} MiB arrived: RSS +{growth / MiB:.1f} MiB")
     assert growth < arrived + 8 * MiB
+
+
+def _unread(server_port: int, client_ports: set[int]) -> int | None:
+    """Bytes the server has not yet read from those connections (their receive queues); None until all are seen."""
+    queued, seen = 0, set()
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]  # grpcio accepts on IPv6 sockets, v4-mapped
+    for line in [line for table in tables for line in table.read_text().splitlines()[1:]]:
+        fields = line.split()
+        local, remote = (int(address.rsplit(":", 1)[1], 16) for address in fields[1:3])
+        if local == server_port and remote in client_ports:
+            seen.add(remote)
+            queued += int(fields[4].split(":")[1], 16)
+    return queued if seen == client_ports else None
+
+
+def _frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _header_block(authority: bytes) -> bytes:
+    """HPACK literals, never indexed nor Huffman-coded: all a server must read."""
+    fields = [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/inference.GRPCInferenceService/ModelInfer"),
+              (b":authority", authority), (b"content-type", b"application/grpc"), (b"te", b"trailers")]  # fmt: skip
+    return b"".join(b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value for name, value in fields)
+
+
+def _lying_grpc_call(declared: int) -> tuple[socket.socket, int]:
+    """An HTTP/2 connection whose ModelInfer message declares `declared` bytes and sends 1 KiB: (it, bytes sent)."""
+    connection = socket.create_connection((HOST, GRPC_PORT), timeout=30)
+    sent = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0, b"")  # the preface, our SETTINGS
+    connection.sendall(sent)
+    assert connection.recv(65536)  # the server's SETTINGS
+    message = b"\x00" + struct.pack(">I", declared) + os.urandom(1024)  # gRPC's framing: flag, length, bytes
+    rest = _frame(4, 1, 0, b"") + _frame(1, 4, 1, _header_block(f"{HOST}:{GRPC_PORT}".encode()))
+    rest += _frame(0, 0, 1, message)
+    connection.sendall(rest)
+    return connection, len(sent) + len(rest)
+
+
+@pytest.mark.parametrize("clients", [16, 64])
+def test_grpc_messages_declaring_100_MB_keep_the_peak_flat(server: Server, clients: int) -> None:
+    before = rss(server.pid)
+    reset_peak(server.pid)
+    calls = [_lying_grpc_call(100_000_000) for _ in range(clients)]
+    try:
+        ports = {connection.getsockname()[1] for connection, _ in calls}
+        deadline = time.monotonic() + 30
+        while _unread(GRPC_PORT, ports) != 0:  # until the server has taken in all that was sent
+            assert time.monotonic() < deadline, "the server did not read what was sent"
+            threading.Event().wait(0.01)
+        growth = peak(server.pid) - before
+    finally:
+        for connection, _ in calls:
+            connection.close()
+    print(f"\n{clients} gRPC messages declaring 100 MB, 1 KiB sent each: peak RSS +{growth / MiB:.1f} MiB")
+    assert growth < 64 * MiB
