@@ -192,25 +192,29 @@ def test_grpc_refuses_a_restricted_group_as_triton_does(group: str) -> None:
 
 def test_a_restricted_stream_ends_before_a_request_is_read() -> None:
     app = oip_app(models)
-    read: list[int] = []
 
-    def requests() -> Any:
-        read.append(1)  # grpcio pulls from this only as the server reads
-        yield GRPC["inference"][1]
-
-    with grpc_server(app, restricted_protocols=["inference:infer-key=k"]) as address:
-        with grpc.insecure_channel(address) as channel:
+    async def calls(address: str) -> None:
+        async with grpc.aio.insecure_channel(address) as channel:
             stream = channel.stream_stream(
                 "/inference.GRPCInferenceService/ModelStreamInfer",
                 request_serializer=lambda m: m.SerializeToString(),
                 response_deserializer=pb.ModelStreamInferResponse.FromString,
             )
-            with pytest.raises(grpc.RpcError) as refused:
-                list(stream(iter(()), timeout=10))
-            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-            assert "expecting header 'triton-grpc-protocol-infer-key'" in (refused.value.details() or "")
-            answers = list(stream(requests(), metadata=[("triton-grpc-protocol-infer-key", "k")], timeout=10))
-            assert len(answers) == 1 and not answers[0].error_message
+            # Nothing written and the client's half left open: only a server that decides before reading ends it.
+            refused = stream(timeout=10)
+            assert await refused.code() == grpc.StatusCode.UNAVAILABLE
+            assert await refused.details() == (
+                "This protocol is restricted, expecting header 'triton-grpc-protocol-infer-key'"
+            )
+            allowed = stream(metadata=(("triton-grpc-protocol-infer-key", "k"),), timeout=10)
+            await allowed.write(GRPC["inference"][1])
+            answer = await allowed.read()
+            assert not answer.error_message and answer.infer_response.model_name == "identity"
+            await allowed.done_writing()
+            assert await allowed.code() == grpc.StatusCode.OK
+
+    with grpc_server(app, restricted_protocols=["inference:infer-key=k"]) as address:
+        asyncio.run(calls(address))
 
 
 def test_the_serve_command_lets_slow_and_idle_clients_go_by_default() -> None:
