@@ -18,7 +18,6 @@ from typing import Any
 
 from ..._declarations.extras import install_line
 from ..._declarations.repository.declaration import ModelRepository
-from . import timeouts
 from .arguments import parser, triton_booleans
 from .logs import log_config
 from .security import SecurityError, checked
@@ -36,6 +35,8 @@ WORKER_APP = "oip_asgi._hosts.cli:worker_app"
 
 def worker_app() -> Served:
     """uvicorn's app factory in each worker process: it imports MODULE:ATTR itself."""
+    from . import timeouts  # uvicorn's protocols: imported where uvicorn is known to be installed
+
     settings = json.loads(os.environ[SETTINGS_ENV])
     timeouts.read_timeout = settings["timeout_request_read"]
     repository = ModelRepository(**settings["repository"]) if settings["repository"] else None
@@ -145,6 +146,8 @@ def serve(args: argparse.Namespace) -> int:
     except ImportError:
         _error(f"serving needs uvicorn: {install_line('serve')}")
         return USAGE
+    from . import timeouts  # uvicorn's own protocols, subclassed
+
     options: dict[str, Any] = {
         "host": args.host,
         "port": args.port,
