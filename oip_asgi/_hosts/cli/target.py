@@ -11,6 +11,7 @@ from typing import Any
 
 from ..._declarations.model import Model
 from ..._declarations.repository.declaration import ModelRepository
+from ..._declarations.restricted import restrictions
 from ..._rest.app import OIPApp
 
 
@@ -22,13 +23,29 @@ def is_model_file(target: str) -> bool:
     return os.path.isfile(target)
 
 
-def load_target(target: str | None, *, metrics: bool = False, repository: ModelRepository | None = None) -> OIPApp:
+def load_target(
+    target: str | None,
+    *,
+    metrics: bool = False,
+    repository: ModelRepository | None = None,
+    restricted_apis: list[str] | None = None,
+) -> OIPApp:
     """The app for MODULE:ATTR (a models mapping, a `Model` served under ATTR's name, or an `OIPApp`),
     for a model file (served under its stem), or for none (the `repository`'s models alone).
 
     `metrics` registers the models' Prometheus metrics, unless ATTR is an app: it chose when built.
-    `repository` joins the models of a mapping, a `Model` or a file.
+    `repository` joins the models of a mapping, a `Model` or a file. `restricted_apis` are
+    --http-restricted-api's rules, checked already.
     """
+    app = _target_app(target, metrics, repository)
+    if restricted_apis:
+        if app.restrictions:
+            raise TargetError(f"{target} is an OIPApp with restricted APIs of its own: give them there, or here")
+        app.restrictions = restrictions(restricted_apis)
+    return app
+
+
+def _target_app(target: str | None, metrics: bool, repository: ModelRepository | None) -> OIPApp:
     if target is None or is_model_file(target):
         models: dict[str, Any] = {}
         if target is not None:
