@@ -295,9 +295,7 @@ async def test_a_failing_unload_is_logged_and_the_server_goes_on(caplog: pytest.
         assert (await http.post("/models/other/infer", json=BODY)).status_code == 200
 
 
-async def test_the_lifespan_shutdown_runs_the_unload_steps() -> None:
-    ran: list[str] = []
-    app = oip_app({"m": adding(1, unload=lambda: ran.append("m"))})
+async def lifespan(app: Any) -> None:
     sent: list[dict[str, Any]] = []
     messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
 
@@ -309,7 +307,26 @@ async def test_the_lifespan_shutdown_runs_the_unload_steps() -> None:
 
     await app({"type": "lifespan"}, receive, send)
     assert [message["type"] for message in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
-    assert ran == ["m"]
+
+
+async def test_the_lifespan_shutdown_runs_the_unload_steps_and_a_later_start_serves_again(tmp_path: Path) -> None:
+    ran: list[str] = []
+    write_model(tmp_path, "r")
+    repository = ModelRepository(tmp_path, model_control_mode="explicit", load_models=["r"])
+    app = oip_app(
+        {"m": adding(1, load=lambda: ran.append("load"), unload=lambda: ran.append("unload"))},
+        model_repository=repository,
+    )
+    async with client(app) as http:
+        await app.load()
+        assert await infer(http, "r") == (200, [2, 3])
+    await lifespan(app)
+    assert ran == ["load", "unload"]
+    assert "r" not in app.core.served
+    async with client(app) as http:  # the same app, started again (a host's second lifespan)
+        assert await infer(http, "m") == (200, [2, 3])
+        assert await infer(http, "r") == (200, [2, 3])
+    assert ran == ["load", "unload", "load"]
 
 
 def test_unload_is_an_option_replace_keeps() -> None:

@@ -149,9 +149,11 @@ class ModelControl:
             self._polling = asyncio.get_running_loop().create_task(self._poll())
 
     def stop(self) -> None:
+        """Stop loading and polling; a later `start` starts again."""
         for task in (self._started, self._polling):
             if task is not None:
                 task.cancel()
+        self._started = self._polling = None
 
     # The repository extension
 

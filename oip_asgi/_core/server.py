@@ -166,21 +166,34 @@ class ServerCore:
         """Stop loading and polling, and the worker threads; the models' ``unload`` steps do not run (`close`)."""
         if self._loading is not None:
             self._loading.cancel()
+            self._loading = None
         if self.control is not None:
             self.control.stop()
         self.pool.shutdown()
 
     async def close(self) -> None:
-        """Shut down, after every version has stopped serving (requests in flight finish) and run its ``unload``."""
+        """Shut down once every version has stopped serving (its requests in flight finished) and run its
+        ``unload`` step. The models from code are served again, not loaded, for a later start."""
         if self._loading is not None:
             self._loading.cancel()
+            self._loading = None
         if self.control is not None:
             self.control.stop()
-        names = self.served.names()
         async with anyio.create_task_group() as group:
-            for name in names:
-                group.start_soon(self.remove_model, name)
+            for name in self.served.names():
+                group.start_soon(self._retire, name)
         self.shutdown()
+
+    async def _retire(self, name: str) -> None:
+        async with self.served.locks.hold(name):
+            if name not in self.served:
+                return
+            if name in self.code_models:
+                serving = [self.served.get(name, version) for version in self.served.versions(name)]
+                fresh = [ServedModel(name, model.model, self.pool, model.config) for model in serving]
+                await _unload(self.served.put(name, fresh))
+            else:
+                await _unload(self.served.pop(name))
 
     @property
     def ready(self) -> bool:
