@@ -51,7 +51,7 @@ MODELS: dict[str, Any] = {
 PARITY = "/parity"
 app = Starlette()
 mount(app, MODELS, path="/v2", max_body_size=MAX_BODY_SIZE, max_json_size=MAX_JSON_SIZE)
-mount(app, parity_cases.MODELS, path=f"{PARITY}/v2")
+mount(app, parity_cases.MODELS, path=f"{PARITY}/v2", model_repository=parity_cases.REPOSITORY)
 # The restricted-API cases (docs/security.md) are sent to an app whose control and statistics ask for a key.
 RESTRICTED = "/restricted"
 mount(app, MODELS, path=f"{RESTRICTED}/v2", restricted_apis=["model-repository,statistics:admin-key=s3cret"])
@@ -130,8 +130,8 @@ def _over_both_wires() -> list[Case]:
     cases = []
     for case in parity_cases.CASES:
         for pair in case.pairs if case.rpc == "infer" else ("typed",):
-            if case.status == 200 or pair in case.differs:
-                continue
+            if case.status == 200 or pair in case.differs or case.rpc == "load":
+                continue  # (a load's refusal names the repository's folder, a temporary one: not documented)
             sent = parity_cases.rest_request(case, pair)
             binary = pair == "raw" and case.rpc == "infer"
             sketch = None
@@ -600,9 +600,10 @@ and `scores` (FP32 `[-1, 4]`, labelled), with `max_body_size={body}` and `max_js
 Requests are sent with an honest `Content-Length` unless marked chunked (streamed without one).
 
 The last section is the refusals both wires share: `tests/parity_cases.py` holds them as data, its
-models are served at `/parity/v2` here, and `tests/test_parity.py` sends each case over REST and over
-gRPC to one server and checks that both answer with this message (and the gRPC status code of this
-HTTP status).
+models are served at `/parity/v2` here (beside a model repository in the explicit mode: a model whose
+load fails, one not loaded, and a folder named as a model from code, refused), and
+`tests/test_parity.py` sends each case over REST and over gRPC to one server and checks that both
+answer with this message (and the gRPC status code of this HTTP status).
 
 The Content-Length cases need a real server, since an in-process transport cannot lie about the body:
 they run against uvicorn (with httptools, as `uvicorn[standard]` installs it) over a raw socket, and

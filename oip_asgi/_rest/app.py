@@ -151,7 +151,7 @@ class OIPApp:
                 self.core.start_loading()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                self.core.shutdown()
+                await self.core.close()  # every version stops serving and runs its unload
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
+from ..._core.control import LOAD_SWITCH_INTERVAL
 from ..._declarations.model import Model
 from ..._declarations.repository.declaration import ModelRepository
 from ..._declarations.restricted import restrictions
@@ -80,6 +81,8 @@ def _target_app(target: str | None, metrics: bool, repository: ModelRepository |
                 f"{target} is an OIPApp already built: give it its repository there "
                 "(oip_app(models, model_repository=...)), or serve a models mapping with --model-repository"
             )
+        if value.core.control is not None:  # the serve command owns its process: loads may shorten the interval
+            value.core.control.load_switch_interval = LOAD_SWITCH_INTERVAL
         return value
     if isinstance(value, Model):
         return _app(target, {attribute.rsplit(".", 1)[-1]: value}, metrics, repository)
@@ -94,7 +97,8 @@ def _target_app(target: str | None, metrics: bool, repository: ModelRepository |
 
 def _app(target: str, models: Mapping[str, Any], metrics: bool, repository: ModelRepository | None) -> OIPApp:
     try:
-        return OIPApp(models, metrics=metrics, model_repository=repository)
+        # The serve command owns its process: loads may shorten the GIL's switch interval (ModelControl).
+        return OIPApp(models, metrics=metrics, model_repository=repository, load_switch_interval=LOAD_SWITCH_INTERVAL)
     except (TypeError, ValueError) as exc:
         raise TargetError(f"{target}: {exc}") from None
 
