@@ -14,9 +14,9 @@ from starlette.applications import Starlette
 import oip_asgi
 import oip_asgi.grpc
 
-from .parity_cases import MODELS
+from .parity_cases import MODELS, REPOSITORY
 
-oip = oip_asgi.oip_app(MODELS)
+oip = oip_asgi.oip_app(MODELS, model_repository=REPOSITORY)
 
 
 @contextlib.asynccontextmanager

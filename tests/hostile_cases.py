@@ -7,6 +7,7 @@ prints that document from the cases and the messages the server actually returns
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -50,7 +51,10 @@ MODELS: dict[str, Any] = {
 PARITY = "/parity"
 app = Starlette()
 mount(app, MODELS, path="/v2", max_body_size=MAX_BODY_SIZE, max_json_size=MAX_JSON_SIZE)
-mount(app, parity_cases.MODELS, path=f"{PARITY}/v2")
+mount(app, parity_cases.MODELS, path=f"{PARITY}/v2", model_repository=parity_cases.REPOSITORY)
+# The restricted-API cases (docs/security.md) are sent to an app whose control and statistics ask for a key.
+RESTRICTED = "/restricted"
+mount(app, MODELS, path=f"{RESTRICTED}/v2", restricted_apis=["model-repository,statistics:admin-key=s3cret"])
 
 VALID_PATH = "/v2/models/two/infer"
 VALID_REQUEST = {
@@ -126,8 +130,8 @@ def _over_both_wires() -> list[Case]:
     cases = []
     for case in parity_cases.CASES:
         for pair in case.pairs if case.rpc == "infer" else ("typed",):
-            if case.status == 200 or pair in case.differs:
-                continue
+            if case.status == 200 or pair in case.differs or case.rpc == "load":
+                continue  # (a load's refusal names the repository's folder, a temporary one: not documented)
             sent = parity_cases.rest_request(case, pair)
             binary = pair == "raw" and case.rpc == "infer"
             sketch = None
@@ -491,6 +495,31 @@ CASES: list[Case] = [
         Case("encoding-not-gzip", "Content-Encoding: gzip on plain bytes", 400,
              "request body is not valid compressed data", body=_VALID_JSON, headers={"content-encoding": "gzip"}),
     ),
+    *_section(
+        "Lengths declared, not sent (memory follows the bytes received: tests/test_hostile_memory.py)",
+        Case("header-length-declared-gzip", "a gzip body inflating to 4,001 bytes, declaring a 15,000-byte header", 400,
+             "request body ended 10999 bytes short, in the middle of the JSON inference header",
+             body=gzip.compress(b"{" + b" " * 4000, mtime=0), sketch="gzip of `{` and 4,000 spaces (40 bytes)",
+             headers={"content-encoding": "gzip", IHCL: "15000"}),
+        Case("header-length-declared-chunked", "a streamed body declaring a 15,000-byte header, 20 bytes sent", 400,
+             "request body ended 14980 bytes short, in the middle of the JSON inference header",
+             body=b" " * 20, headers={IHCL: "15000"}, chunked=True),
+        _binary_case("tensor-declared-not-sent", "a streamed body declaring a 60,000-byte tensor, 2 bytes sent", 400,
+                     "request body ended 59998 bytes short, in the middle of input 'x'",
+                     {"inputs": [_tensor("x", "UINT8", [60000], size=60000)]}, b"\x00\x00", chunked=True),
+    ),
+    *_section(
+        "Restricted APIs (docs/security.md: --http-restricted-api model-repository,statistics:admin-key=…)",
+        Case("restricted-no-header", "a repository load without the key", 403,
+             "This API is restricted, expecting header 'admin-key'", body=b"{}",
+             path=f"{RESTRICTED}/v2/repository/models/two/load"),
+        Case("restricted-wrong-value", "statistics with another value", 403,
+             "This API is restricted, expecting header 'admin-key'", method="GET",
+             path=f"{RESTRICTED}/v2/models/stats", headers={"admin-key": "guess"}),
+        Case("restricted-other-method", "a restricted path with the wrong method, without the key", 403,
+             "This API is restricted, expecting header 'admin-key'", method="GET",
+             path=f"{RESTRICTED}/v2/repository/index"),
+    ),
     *_over_both_wires(),
 ]  # fmt: skip
 
@@ -571,9 +600,10 @@ and `scores` (FP32 `[-1, 4]`, labelled), with `max_body_size={body}` and `max_js
 Requests are sent with an honest `Content-Length` unless marked chunked (streamed without one).
 
 The last section is the refusals both wires share: `tests/parity_cases.py` holds them as data, its
-models are served at `/parity/v2` here, and `tests/test_parity.py` sends each case over REST and over
-gRPC to one server and checks that both answer with this message (and the gRPC status code of this
-HTTP status).
+models are served at `/parity/v2` here (beside a model repository in the explicit mode: a model whose
+load fails, one not loaded, and a folder named as a model from code, refused), and
+`tests/test_parity.py` sends each case over REST and over gRPC to one server and checks that both
+answer with this message (and the gRPC status code of this HTTP status).
 
 The Content-Length cases need a real server, since an in-process transport cannot lie about the body:
 they run against uvicorn (with httptools, as `uvicorn[standard]` installs it) over a raw socket, and

@@ -18,15 +18,19 @@ ModelReady answer for unknown models in tests/test_grpc.py.
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import numpy as np
 
-from oip_asgi import BadRequest, Model, ModelNotReady, NotFound, Result, TensorSpec
+from oip_asgi import BadRequest, Model, ModelNotReady, ModelRepository, NotFound, Result, TensorSpec
 from oip_asgi._declarations.datatypes import DATATYPES, numpy_dtype
 
 LABELS = ("cat", "dog", "fish", "bird")
@@ -91,6 +95,26 @@ MODELS: dict[str, Any] = {
     "broken": Model(lambda X: X, load=_broken_load),  # never loads: the server is live, never ready
 }
 
+# A model repository served beside MODELS (explicit mode): a model whose load fails, one never loaded,
+# and a folder named as a model served from code, refused at start (the model from code goes on serving).
+REPOSITORY_MODELS = {
+    "repo_broken": "raise RuntimeError('weights missing')\n",
+    "repo_idle": "model = lambda X: X\n",
+    "int32": "model = lambda x: {'y': x + 1000}\n",
+}
+
+
+def _repository() -> ModelRepository:
+    root = Path(tempfile.mkdtemp(prefix="oip-parity-repository-"))
+    atexit.register(shutil.rmtree, root, True)
+    for name, source in REPOSITORY_MODELS.items():
+        (root / name / "1").mkdir(parents=True)
+        (root / name / "1" / "model.py").write_text(source)
+    return ModelRepository(root, model_control_mode="explicit", load_models=["repo_broken", "int32"])
+
+
+REPOSITORY = _repository()
+
 
 @dataclass(frozen=True)
 class Tensor:
@@ -126,7 +150,7 @@ class Case:
     outputs: tuple[Output, ...] | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)
     request_id: str = ""
-    rpc: str = "infer"  # or "metadata", "model_ready", "live", "ready", "server_metadata"
+    rpc: str = "infer"  # or "metadata", "model_ready", "live", "ready", "server_metadata", "load" (repository)
     status: int = 200
     message: str = ""  # a fragment of the error message, the same on both wires
     expected: Mapping[str, tuple[str, tuple[int, ...], tuple[Any, ...]]] | None = None  # output: datatype, shape, data
@@ -223,6 +247,19 @@ CASES: list[Case] = [
     _error("model-not-ready", "a model that is busy", "busy", 503, "warming up", _F),
     _error("model-failed-to-load", "a model whose load failed", "broken", 503,
            "model 'broken' version 1 failed to load: RuntimeError: weights missing", _F),
+    # -- a model repository beside the models from code ----------------------------------------------------
+    _error("repository-failed-to-load", "a repository's model whose load failed", "repo_broken", 503,
+           "model 'repo_broken' failed to load; it is UNAVAILABLE: model 'repo_broken': RuntimeError: weights missing",
+           _F),
+    Case("repository-failed-not-ready", "a repository's model whose load failed is not ready", "repo_broken",
+         rpc="model_ready", answer={"ready": False}),
+    _error("repository-not-loaded", "a repository's model not loaded", "repo_idle", 404,
+           "Request for unknown model: 'repo_idle' has no available versions; it is not loaded", _F),
+    Case("repository-clash-code-serves", "a folder named as a model from code: the model from code serves",
+         "int32", (_t("x", "INT32", (1,), 7),), expected={"y": ("INT32", (1,), (7,))}),
+    _error("repository-clash-load", "loading a folder named as a model from code", "int32", 400,
+           "failed to load 'int32': model 'int32' is served from code (the models given to oip_app, or the serve "
+           "command's target) and also found in the model repository", rpc="load"),
     _error("input-duplicate", "the same input name twice", "echo", 400, "input 'x' appears more than once",
            _t("x", "INT8", (1,), 1), _t("x", "INT8", (1,), 2)),
     _error("input-missing", "one of two declared inputs", "two", 400, "missing input 'b' for model 'two'", _A),
@@ -344,6 +381,8 @@ def rest_request(case: Case, pair: str) -> RestRequest:
         return RestRequest("GET", model_path(case))
     if case.rpc == "model_ready":
         return RestRequest("GET", f"{model_path(case)}/ready")
+    if case.rpc == "load":
+        return RestRequest("POST", f"/v2/repository/models/{quote(case.model, safe='')}/load")
     inputs = []
     parts = []
     for tensor in case.inputs:

@@ -180,6 +180,9 @@ def grpc_answer(
         if case.rpc == "model_ready":
             ready = stub.ModelReady(pb.ModelReadyRequest(name=case.model, version=case.version), timeout=10).ready
             return {"name": case.model, "ready": ready}
+        if case.rpc == "load":
+            stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name=case.model), timeout=10)
+            return {}
         if case.rpc == "server_metadata":
             server = stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=10)
             return {"name": server.name, "version": server.version, "extensions": list(server.extensions)}

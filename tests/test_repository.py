@@ -16,6 +16,7 @@ import pytest
 
 from oip_asgi import ModelRepository, oip_app
 from oip_asgi._core.control import LOAD_SWITCH_INTERVAL
+from oip_asgi._hosts.cli.target import load_target
 
 from ._client import client
 
@@ -122,8 +123,10 @@ async def test_a_failed_load_is_unavailable_with_its_reason_and_a_served_version
         rows = {row["name"]: row for row in await index(http)}
         assert rows["broken"]["state"] == "UNAVAILABLE" and "weights missing" in rows["broken"]["reason"]
         assert (await http.get("/health/ready")).json() == {"ready": False}  # a model failed to load
-        status, error = await infer(http, "broken")
-        assert status == 404 and "has no available versions; it is UNAVAILABLE: " in error
+        status, error = await infer(http, "broken")  # the server's fault, not the client's: 503 with why
+        assert status == 503 and error.startswith("model 'broken' failed to load; it is UNAVAILABLE: ")
+        assert "weights missing" in error
+        assert (await http.get("/models/broken/ready")).status_code == 400  # not ready, not unknown
         assert await infer(http, "a") == (200, [2, 3])  # the others serve
 
         broken_model(tmp_path, "a", "2")  # a new version that fails: version 1 goes on serving
@@ -241,12 +244,36 @@ async def test_loads_shorten_the_gil_switch_interval_while_they_run(tmp_path: Pa
     """,
     )
     before = sys.getswitchinterval()
-    app = oip_app(model_repository=ModelRepository(tmp_path, model_control_mode="explicit"))
+    repository = ModelRepository(tmp_path, model_control_mode="explicit")
+    app = oip_app(model_repository=repository, load_switch_interval=LOAD_SWITCH_INTERVAL)  # as the serve command
     async with client(app) as http:
         assert (await http.post("/repository/models/a/load")).status_code == 200
     # The event loop gets the GIL back sooner from a load computing in Python; then the interval is as it was.
     assert float(seen.read_text()) == min(before, LOAD_SWITCH_INTERVAL)
     assert sys.getswitchinterval() == before
+
+
+async def test_an_app_leaves_the_switch_interval_alone_unless_told(tmp_path: Path) -> None:
+    """Mounted in a host's process, the app does not own the interval: only the serve command passes one."""
+    seen = tmp_path / "seen"
+    write_model(
+        tmp_path,
+        "a",
+        body=f"""
+        import sys
+        from pathlib import Path
+
+        Path({str(seen)!r}).write_text(str(sys.getswitchinterval()))
+        model = lambda x: x
+    """,
+    )
+    before = sys.getswitchinterval()
+    app = oip_app(model_repository=ModelRepository(tmp_path, model_control_mode="explicit"))
+    async with client(app) as http:
+        assert (await http.post("/repository/models/a/load")).status_code == 200
+    assert float(seen.read_text()) == before
+    served = load_target(None, repository=ModelRepository(tmp_path, model_control_mode="explicit"))
+    assert served.core.control is not None and served.core.control.load_switch_interval == LOAD_SWITCH_INTERVAL
 
 
 async def test_file_overrides_write_only_where_allowed_and_only_inside_the_models_folder(tmp_path: Path) -> None:

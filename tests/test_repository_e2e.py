@@ -71,6 +71,9 @@ def test_tritonclient_http_manages_the_repository(repository: Path) -> None:
             assert "weights missing" in str(failed.value)
             index = {row["name"]: row for row in client.get_model_repository_index()}
             assert index["broken"]["state"] == "UNAVAILABLE" and "weights missing" in index["broken"]["reason"]
+            # The server's fault, not the client's: 503 with the reason, as a model from code whose load failed.
+            with pytest.raises(InferenceServerException, match="model 'broken' failed to load; it is UNAVAILABLE"):
+                http_infer(client, "broken")
 
             config = {
                 "name": "adder",
@@ -113,6 +116,9 @@ def test_tritonclient_grpc_manages_the_repository(repository: Path) -> None:
             }
             with pytest.raises(InferenceServerException, match="failed to load 'broken'"):
                 client.load_model("broken")
+            with pytest.raises(InferenceServerException, match="failed to load; it is UNAVAILABLE") as refused:
+                grpc_infer(client, "broken")
+            assert refused.value.status() == "StatusCode.UNAVAILABLE"
             client.unload_model("adder")
             assert not client.is_model_ready("adder")
         finally:

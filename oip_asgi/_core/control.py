@@ -7,18 +7,21 @@ unload; ``explicit`` loads the models named at start (``*`` for all) and then wh
 whose files changed and unloading one removed. A load reads the model's folder and loads its
 versions off the event loop; the versions served before go on serving until the new ones are ready
 (`ServerCore.put_model`). A failed load leaves the model as it was, its reason in the index.
+
+What each model's state is lives with the served models (`ServedModels`: the versions served, or why
+none is); here are the directory's listing, what was last read of each model, and the modules of the
+model.py files that serve. A folder named as a model the app serves from code is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import sys
-from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,20 +30,32 @@ import anyio.to_thread
 
 from .._declarations.errors import BadRequest, OIPError, quoted
 from .._declarations.model import Model
-from .._declarations.repository import PathError, RepositoryError, fingerprint, model_names, read_model
+from .._declarations.repository import (
+    Modules,
+    PathError,
+    RepositoryError,
+    fingerprint,
+    model_names,
+    read_model,
+    register,
+    release,
+)
 from .._declarations.repository.declaration import ModelRepository
 from .served import ServedModels
 
 
 class ModelHost(Protocol):
     """What the control asks of the core: serve a model's versions in place of what it served, stop serving
-    one, and the versions served now."""
+    one, the versions served now and why a name serves nothing, and the names served from code."""
 
     served: ServedModels
 
+    @property
+    def code_models(self) -> Collection[str]: ...
+
     async def put_model(self, name: str, entry: Sequence[Model], *, config: dict[str, Any] | None = None) -> None: ...
 
-    async def remove_model(self, name: str) -> None: ...
+    async def remove_model(self, name: str, *, record: bool = False) -> None: ...
 
 
 logger = logging.getLogger("oip_asgi")
@@ -50,19 +65,20 @@ class NotAllowed(OIPError, status_code=503):
     """A load or unload in a mode that does not take them (Triton answers UNAVAILABLE)."""
 
 
-@dataclass
-class _Unserved:
-    """What the index says of a model of the directory that is not served: loading for the first time,
-    failed to load, or unloaded."""
-
-    state: str
-    reason: str = ""
-
-
 class ModelControl:
-    """The models of a `ModelRepository`, served by `core`."""
+    """The models of a `ModelRepository`, served by `core`.
 
-    def __init__(self, core: ModelHost, repository: ModelRepository | str | os.PathLike[str]) -> None:
+    `load_switch_interval` (seconds), where given, is the GIL's switch interval while loads run
+    (`sys.setswitchinterval`, for the whole process: only a server that owns its process sets it).
+    """
+
+    def __init__(
+        self,
+        core: ModelHost,
+        repository: ModelRepository | str | os.PathLike[str],
+        *,
+        load_switch_interval: float | None = None,
+    ) -> None:
         if not isinstance(repository, ModelRepository):
             repository = ModelRepository(repository)
         mode = repository.model_control_mode
@@ -74,14 +90,13 @@ class ModelControl:
         self.load_models = list(repository.load_models)
         self.poll_seconds = repository.repository_poll_secs
         self.allow_file_overrides = repository.allow_file_overrides
-        self._unserved: dict[str, _Unserved] = {}
+        self.load_switch_interval = load_switch_interval
         self._names: set[str] = set()  # the directory's models, as last listed
         self._read_as: dict[str, object] = {}  # each model's files as last read (poll mode compares them)
-        self._loaded: set[str] = set()  # the directory's models the core serves
-        # One lock per model: a load (its read, then its put) and an unload of one model never interleave.
-        self._changing: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+        self._modules: dict[str, Modules] = {}  # the model.py modules of the versions that serve
         self._started: asyncio.Task[None] | None = None
         self._polling: asyncio.Task[None] | None = None
+        core.served.loadable = self._loadable
 
     # Start and stop, from the app's lifespan (or the first request that needs the models)
 
@@ -103,22 +118,28 @@ class ModelControl:
 
     @property
     def ready(self) -> bool:
-        """Started, and no model of the directory failing to load (as a server whose models all loaded)."""
-        return self.has_started and all(
-            (unserved.state, unserved.reason) == ("UNAVAILABLE", "unloaded") for unserved in self._unserved.values()
-        )
+        """Started, and no model of the directory failed to load (as a server whose models all loaded)."""
+        return self.has_started and not self.core.served.failed()
 
     def _list(self) -> list[str]:
         names: list[str] = model_names(self.root)
         self._names = set(names)
         return names
 
+    def _loadable(self, name: str) -> bool:
+        return name in self._names and name not in self.core.code_models
+
+    def _ours(self, name: str) -> bool:
+        """`name` is served from the directory (not from code)."""
+        return name in self.core.served and name not in self.core.code_models
+
     async def _start(self) -> None:
         names = self._list()
         if self.mode == "explicit" and "*" not in self.load_models:
             unknown = [name for name in self.load_models if name not in names]
             for name in unknown:
-                self._unserved[name] = _Unserved("UNAVAILABLE", _not_in_repository(name, self.root))
+                async with self.core.served.locks.hold(name):
+                    self.core.served.load_failed(name, _not_in_repository(name, self.root))
                 logger.error("failed to load %s: %s", quoted(name), _not_in_repository(name, self.root))
             names = [name for name in self.load_models if name in names]
         async with anyio.create_task_group() as group:
@@ -128,31 +149,30 @@ class ModelControl:
             self._polling = asyncio.get_running_loop().create_task(self._poll())
 
     def stop(self) -> None:
+        """Stop loading and polling; a later `start` starts again."""
         for task in (self._started, self._polling):
             if task is not None:
                 task.cancel()
-
-    def describe(self, name: str) -> str | None:
-        """Why a model of the directory is not served (for the 404 of a request to it), or None."""
-        unserved = self._unserved.get(name)
-        if unserved is None:
-            return "it is not loaded" if name in self._names else None
-        return f"it is {unserved.state}" + (f": {unserved.reason}" if unserved.reason else "")
+        self._started = self._polling = None
 
     # The repository extension
 
     def index(self, *, ready: bool = False) -> list[dict[str, str]]:
         """Triton's repository index: every model of the directory, a row per version served."""
+        served = self.core.served
         rows: list[dict[str, str]] = []
-        names = sorted({*self._list(), *self._loaded, *self._unserved})
-        for name in names:
-            if name in self._loaded and name in self.core.served:
-                for version in self.core.served.versions(name):
-                    model = self.core.served.get(name, version)
+        listed = self._list()
+        ours = [name for name in served.names() if name not in self.core.code_models]
+        for name in sorted({*listed, *ours, *served.unserved()}):
+            record = served.not_served(name)
+            if name in self.core.code_models:  # a folder refused: the name serves from code
+                rows.append({"name": name, "state": "UNAVAILABLE", "reason": self._clash(name)})
+            elif name in served:
+                for version in served.versions(name):
+                    model = served.get(name, version)
                     rows.append({"name": name, "version": version, "state": model.state, "reason": model.reason})
-            elif name in self._unserved:
-                unserved = self._unserved[name]
-                rows.append({"name": name, "state": unserved.state, "reason": unserved.reason})
+            elif record is not None:
+                rows.append({"name": name, "state": record.state, "reason": record.reason})
             else:
                 rows.append({"name": name})  # never loaded: Triton gives the name alone
         if ready:
@@ -169,6 +189,8 @@ class ModelControl:
     async def unload(self, name: str) -> None:
         """Stop serving `name`: requests in flight finish, new ones are told it is unknown."""
         self._allowed("unload")
+        if name in self.core.code_models:
+            raise BadRequest(f"failed to unload {quoted(name)}: {self._clash(name, found=False)}")
         await self._unload(name)
 
     def _allowed(self, action: str) -> None:
@@ -179,27 +201,37 @@ class ModelControl:
                 f"mode is {self.mode!r}, and {action} takes the 'explicit' mode"
             )
 
+    def _clash(self, name: str, *, found: bool = True) -> str:
+        where = f"also found in the model repository {str(self.root)!r}" if found else "not from the model repository"
+        return (
+            f"model {quoted(name)} is served from code (the models given to oip_app, or the serve command's "
+            f"target) and {where}; the model from code goes on serving: rename the folder or the model"
+        )
+
     async def _load(
         self, name: str, *, config: Mapping[str, Any] | None = None, files: Mapping[str, bytes] | None = None
     ) -> None:
-        async with self._changing[name]:
+        # One model's load (its read, then its put) and unload never interleave.
+        async with self.core.served.locks.hold(name):
             await self._read_and_put(name, config, files)
 
     async def _read_and_put(
         self, name: str, config: Mapping[str, Any] | None, files: Mapping[str, bytes] | None
     ) -> None:
-        if name not in self._loaded and name not in self._list():
+        served = self.core.served
+        if not self._ours(name) and name not in self._list():
             # Nothing to record in the index: no such model (or a name that would leave the repository).
             raise BadRequest(f"failed to load {quoted(name)}: {_not_in_repository(name, self.root)}")
+        self._read_as[name] = fingerprint(self.root, name)  # before reading: a change during it shows
+        if name in self.core.code_models:
+            raise BadRequest(f"failed to load {quoted(name)}: {self._clash(name)}")
         if files and not self.allow_file_overrides:
             raise _files_refused(
                 name, "file overrides are off: the app must enable them (ModelRepository(allow_file_overrides=True))"
             )
-        if name not in self._loaded:
-            self._unserved[name] = _Unserved("LOADING")
-        self._read_as[name] = fingerprint(self.root, name)  # before reading: a change during it shows
+        served.loading(name)
         try:
-            with _loading():
+            with self._loading():
                 directory = await anyio.to_thread.run_sync(
                     lambda: read_model(
                         self.root, name, config=config, files=files, allow_files=self.allow_file_overrides
@@ -207,17 +239,25 @@ class ModelControl:
                 )
                 if directory.warnings:
                     logger.warning("model %s: %s", quoted(name), "; ".join(directory.warnings))
-                await self.core.put_model(name, directory.versions, config=directory.config)
+                try:
+                    await self.core.put_model(name, directory.versions, config=directory.config)
+                except BaseException:
+                    release(directory.modules)
+                    raise
         except (RepositoryError, OIPError) as exc:
+            register(self._modules.get(name, {}))  # the versions that serve keep their modules
             reason = exc.message if isinstance(exc, OIPError) else str(exc)
-            if name not in self._loaded:  # a model that served before goes on serving as it was
-                self._unserved[name] = _Unserved("UNAVAILABLE", reason)
+            served.load_failed(name, reason)  # one that served before goes on serving as it was
             if files and isinstance(exc.__cause__, PathError):
-                raise _files_refused(name, reason) from exc
+                raise _files_refused(name, reason) from None
             # Triton's words first: its model-control examples read them.
-            raise BadRequest(f"failed to load {quoted(name)}: {reason}") from exc
-        self._loaded.add(name)
-        self._unserved.pop(name, None)
+            raise BadRequest(f"failed to load {quoted(name)}: {reason}") from None
+        replaced = self._modules.get(name)
+        self._modules[name] = directory.modules
+        if replaced:  # the versions replaced have stopped serving
+            release(replaced)
+            del replaced
+            await _collect()
 
     async def _load_logged(self, name: str) -> None:
         try:
@@ -226,17 +266,16 @@ class ModelControl:
             logger.error("%s", exc.message)
 
     async def _unload(self, name: str) -> None:
-        async with self._changing[name]:
-            await self._remove(name)
-
-    async def _remove(self, name: str) -> None:
-        if name not in self._loaded:
-            self._unserved.setdefault(name, _Unserved("UNAVAILABLE", "unloaded"))
-            return  # as Triton: unloading a model that is not loaded succeeds
-        self._loaded.discard(name)
-        self._unserved[name] = _Unserved("UNLOADING")
-        await self.core.remove_model(name)
-        self._unserved[name] = _Unserved("UNAVAILABLE", "unloaded")
+        async with self.core.served.locks.hold(name):
+            served = self.core.served
+            if name not in served:
+                if served.not_served(name) is None:
+                    served.unloaded(name)
+                return  # as Triton: unloading a model that is not loaded succeeds
+            await self.core.remove_model(name, record=True)
+            if self._modules.get(name):
+                release(self._modules.pop(name))
+                await _collect()
 
     async def _poll(self) -> None:
         while True:
@@ -253,7 +292,8 @@ class ModelControl:
         """
         present = set(self._list())
         changed = [name for name in sorted(present) if self._read_as.get(name) != fingerprint(self.root, name)]
-        removed = sorted((self._loaded | set(self._unserved)) - present)
+        served = self.core.served
+        removed = sorted({*(name for name in served.names() if self._ours(name)), *served.unserved()} - present)
         async with anyio.create_task_group() as group:
             for name in changed:
                 group.start_soon(self._load_logged, name)
@@ -262,32 +302,52 @@ class ModelControl:
 
     async def _forget(self, name: str) -> None:
         """A folder gone from the directory: unloaded, and gone from the index."""
-        await self._unload(name)
-        self._unserved.pop(name, None)
-        self._read_as.pop(name, None)
+        async with self.core.served.locks.hold(name):
+            await self._unload(name)
+            self.core.served.forget(name)
+            self._read_as.pop(name, None)
+
+    @contextlib.contextmanager
+    def _loading(self) -> Iterator[None]:
+        if self.load_switch_interval is None:
+            yield
+            return
+        with _switch_interval(self.load_switch_interval):
+            yield
 
 
 # A load that computes in Python (a model.py, a library's Python set-up) holds the GIL against the
 # event loop for the switch interval, 5 ms by default, at a time: every request of every other model
-# would wait that long. While loads run, the loop gets it back every LOAD_SWITCH_INTERVAL instead.
+# would wait that long. The serve command, which owns its process, gives the loop the GIL back every
+# LOAD_SWITCH_INTERVAL while loads run; an app mounted in another's process leaves the interval alone.
 LOAD_SWITCH_INTERVAL = 0.0005
 _loads_running = 0
-_switch_interval = sys.getswitchinterval()
+_interval_before = sys.getswitchinterval()
 
 
 @contextlib.contextmanager
-def _loading() -> Iterator[None]:
-    global _loads_running, _switch_interval
+def _switch_interval(interval: float) -> Iterator[None]:
+    global _loads_running, _interval_before
     if not _loads_running:
-        _switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(_switch_interval, LOAD_SWITCH_INTERVAL))
+        _interval_before = sys.getswitchinterval()
+        sys.setswitchinterval(min(_interval_before, interval))
     _loads_running += 1
     try:
         yield
     finally:
         _loads_running -= 1
         if not _loads_running:
-            sys.setswitchinterval(_switch_interval)
+            sys.setswitchinterval(_interval_before)
+
+
+async def _collect() -> None:
+    """Free what only released modules kept alive, once the event loop has let go of them too.
+
+    A module and its functions refer to each other: only the cyclic collector frees its globals (a
+    model's weights), and on its own it may not run for a long while. Loads and unloads are rare.
+    """
+    await asyncio.sleep(0)
+    gc.collect()
 
 
 def _files_refused(name: str, reason: str) -> OIPError:

@@ -15,13 +15,21 @@ import asyncio
 import json
 import logging
 import os
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 import anyio
 
-from .._declarations.errors import BadRequest, ClientDisconnected, ModelError, NotFound, OIPError, answer, quoted
+from .._declarations.errors import (
+    BadRequest,
+    ClientDisconnected,
+    ModelError,
+    ModelNotReady,
+    NotFound,
+    OIPError,
+    answer,
+    quoted,
+)
 from .._declarations.model import Model, ModelsArgument, Outputs, checked_models, declared_versions
 from .._declarations.repository.declaration import ModelRepository
 from .._declarations.spec import TensorSpec
@@ -84,6 +92,7 @@ class CoreOptions(TypedDict, total=False):
     tracing: bool
     access_log: bool
     model_repository: ModelRepository | str | os.PathLike[str] | None
+    load_switch_interval: float | None
 
 
 class NoRepository(OIPError, status_code=404, grpc_code="UNIMPLEMENTED"):
@@ -105,26 +114,29 @@ class ServerCore:
         tracing: bool = False,
         access_log: bool = False,
         model_repository: ModelRepository | str | os.PathLike[str] | None = None,
+        load_switch_interval: float | None = None,
     ) -> None:
         self.pool = WorkerPool(max_threads)  # the threads this server's sync models run on
         self.served = ServedModels()
         for model_name, entry in checked_models(models).items():
             self.served.put(model_name, self._served(model_name, declared_versions(model_name, entry)))
+        # The names served from code: a model repository's folder of one of these names is refused.
+        self.code_models = frozenset(self.served.names())
         self.max_body_size = max_body_size  # the largest request, on any wire
         self.expose_errors = expose_errors
         self.access_log = access_log
         if access_log:
             show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
         # A model repository's models come and go; the models given here stay as they are.
-        self.control = None if model_repository is None else ModelControl(self, model_repository)
+        self.control = (
+            None
+            if model_repository is None
+            else ModelControl(self, model_repository, load_switch_interval=load_switch_interval)
+        )
         extensions = sorted([*EXTENSIONS, "model_repository"]) if self.control is not None else list(EXTENSIONS)
         self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
-        if self.control is not None:
-            self.served.describe_missing = self.control.describe
         self._tracer = tracer() if tracing else None
         self._loading: asyncio.Task[None] | None = None
-        # One lock per model name: its puts and removals, one at a time.
-        self._changes: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
         if metrics is not False:
             # prometheus_client is the `metrics` extra: imported only by the servers that ask for it.
             from .metrics import register
@@ -151,11 +163,37 @@ class ServerCore:
             self._loading = loop.create_task(self.load())
 
     def shutdown(self) -> None:
+        """Stop loading and polling, and the worker threads; the models' ``unload`` steps do not run (`close`)."""
         if self._loading is not None:
             self._loading.cancel()
+            self._loading = None
         if self.control is not None:
             self.control.stop()
         self.pool.shutdown()
+
+    async def close(self) -> None:
+        """Shut down once every version has stopped serving (its requests in flight finished) and run its
+        ``unload`` step. The models from code are served again, not loaded, for a later start."""
+        if self._loading is not None:
+            self._loading.cancel()
+            self._loading = None
+        if self.control is not None:
+            self.control.stop()
+        async with anyio.create_task_group() as group:
+            for name in self.served.names():
+                group.start_soon(self._retire, name)
+        self.shutdown()
+
+    async def _retire(self, name: str) -> None:
+        async with self.served.locks.hold(name):
+            if name not in self.served:
+                return
+            if name in self.code_models:
+                serving = [self.served.get(name, version) for version in self.served.versions(name)]
+                fresh = [ServedModel(name, model.model, self.pool, model.config) for model in serving]
+                await _unload(self.served.put(name, fresh))
+            else:
+                await _unload(self.served.pop(name))
 
     @property
     def ready(self) -> bool:
@@ -178,21 +216,31 @@ class ServerCore:
         read with it (a model repository's config.pbtxt); the configuration extension answers it.
         """
         versions = self._served(name, declared_versions(name, entry), config)
-        async with self._changes[name]:
+        async with self.served.locks.hold(name):
             async with anyio.create_task_group() as group:
                 for model in versions:
                     group.start_soon(model.load)
-            for model in versions:
-                await model.ensure_ready()
+            try:
+                for model in versions:
+                    await model.ensure_ready()
+            except BaseException:
+                await _unload(versions)  # never served: those that loaded free what they took
+                raise
             replaced = self.served.put(name, versions)
             await _unload(replaced)
 
-    async def remove_model(self, name: str) -> None:
-        """Stop serving `name`: new requests get 404 at once, the requests in flight finish first."""
-        async with self._changes[name]:
+    async def remove_model(self, name: str, *, record: bool = False) -> None:
+        """Stop serving `name`: new requests get 404 at once, the requests in flight finish first.
+
+        With `record`, the name is left UNLOADING, then UNAVAILABLE "unloaded" (a model repository's
+        model: its index tells it); without, it is forgotten.
+        """
+        async with self.served.locks.hold(name):
             if name not in self.served:
                 self.served.get(name)  # the unknown model's NotFound
-            await _unload(self.served.pop(name))
+            await _unload(self.served.unloading(name) if record else self.served.pop(name))
+            if record:
+                self.served.unloaded(name)
 
     # The repository extension, for every wire
 
@@ -247,6 +295,8 @@ class ServerCore:
         """Whether `name` serves; a probe never waits on a load: it answers, and loading goes on."""
         try:
             model = self.served.get(name, version)
+        except ModelNotReady:  # failed to load
+            return False
         except NotFound:
             if self.control is not None and not self.control.has_started:
                 self.start_loading()  # a repository's models are not listed yet: not ready, for now

@@ -1,8 +1,9 @@
 """A model version as the core serves it: the user's declaration, and what serving it takes.
 
 The `Model` stays what the user declared; here are its load state (Triton's: LOADING, READY,
-UNAVAILABLE with a reason, UNLOADING), its concurrency limit, its batcher, its statistics and the
-requests that hold it (an unload waits for them), and the one place the user's function is called.
+UNAVAILABLE with a reason, UNLOADING; changed only along `VERSION_TRANSITIONS`), its concurrency
+limit, its batcher, its statistics and the requests that hold it (an unload waits for them, then
+runs the model's ``unload``), and the one place the user's function is called.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from .workers import Escaped, WorkerPool
 logger = logging.getLogger("oip_asgi")
 
 State = Literal["LOADING", "READY", "UNAVAILABLE", "UNLOADING"]
+# What a version may become from what it is: a version unloads from any state, and never comes back.
+VERSION_TRANSITIONS: dict[State, frozenset[State]] = {
+    "LOADING": frozenset({"READY", "UNAVAILABLE", "UNLOADING"}),
+    "READY": frozenset({"UNLOADING"}),
+    "UNAVAILABLE": frozenset({"UNLOADING"}),  # failed to load
+    "UNLOADING": frozenset({"UNAVAILABLE"}),  # unloaded
+}
 InputParameters = Mapping[str, Mapping[str, Any]]
 
 
@@ -53,6 +61,8 @@ class ServedModel:
         self.statistics = ModelStatistics()
         self.state: State = "READY" if model.load is None else "LOADING"
         self.reason = ""  # why it is UNAVAILABLE
+        self._loaded = model.load is None  # its load ran and succeeded: its unload frees what that took
+        self._unloaded = False
         self._load_error: ModelNotReady | None = None
         self._load_lock: anyio.Lock | None = None
         self.in_flight = 0  # calls of the model, bounded by its max_concurrency
@@ -99,10 +109,18 @@ class ServedModel:
                 self._load_error = ModelNotReady(
                     f"{what}: {type(exc).__name__}: {exc}", redacted=f"{what} (error id {failure})"
                 )
-                self.state, self.reason = "UNAVAILABLE", self._load_error.message
+                if self.state == "LOADING":  # (not unloaded meanwhile)
+                    self._become("UNAVAILABLE", self._load_error.message)
                 logger.exception("model %r (version %s) failed to load (error id %s)", self.name, self.version, failure)
                 return
-            self.state = "READY"
+            self._loaded = True
+            if self.state == "LOADING":
+                self._become("READY")
+
+    def _become(self, state: State, reason: str = "") -> None:
+        if state not in VERSION_TRANSITIONS[self.state]:
+            raise RuntimeError(f"model {self.name!r} version {self.version} cannot go from {self.state} to {state}")
+        self.state, self.reason = state, reason
 
     async def ensure_ready(self) -> None:
         """Return once the model serves: load it first if it has not loaded; a 503 that says why if it cannot."""
@@ -123,12 +141,30 @@ class ServedModel:
             self._released.set()
 
     async def unload(self) -> None:
-        """Stop serving once the requests that hold the model have finished (the caller stopped new ones)."""
-        self.state, self.reason = "UNLOADING", "unloading"
+        """Stop serving once the requests that hold the model have finished (the caller stopped new ones),
+        then run the model's ``unload`` if it loaded; once, however often it is asked."""
+        if self._unloaded:
+            return
+        self._unloaded = True
+        self._become("UNLOADING", "unloading")
         if self.holders:
             self._released = asyncio.Event()
             await self._released.wait()
-        self.state, self.reason = "UNAVAILABLE", "unloaded"
+        if self._load_lock is not None:  # a load that runs ends first: whether it loaded decides the unload
+            async with self._load_lock:
+                pass
+        self._become("UNAVAILABLE", "unloaded")
+        if self._loaded and self.model.unload is not None:
+            await self._run_unload(self.model.unload)
+
+    async def _run_unload(self, unload: Callable[[], Any]) -> None:
+        try:
+            # Off the event loop, as its load: freeing large weights can take a while.
+            result = unload() if inspect.iscoroutinefunction(unload) else await anyio.to_thread.run_sync(unload)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:  # the server goes on: the model is gone from it either way
+            logger.exception("model %r (version %s) failed to unload", self.name, self.version)
 
     async def __call__(
         self,

@@ -45,8 +45,11 @@ class Model:
 
     ``labels`` name the classes for the classification extension: one list for every output, or a
     mapping of output name to list. ``load`` (sync or async) runs once before the model serves,
-    at startup or at first use. ``max_concurrency`` bounds the requests in flight for this model;
-    past it the model answers 503 instead of queueing without bound.
+    at startup or at first use. ``unload`` (sync or async) runs once after a version that loaded stops
+    serving, once its last request in flight has finished: replaced by a reload, unloaded or removed,
+    and when the server shuts down; it frees what ``load`` took (a failure is logged, the server goes
+    on). Sync ``load`` and ``unload`` run off the event loop. ``max_concurrency`` bounds the requests
+    in flight for this model; past it the model answers 503 instead of queueing without bound.
 
     ``max_batch_size`` turns on adaptive batching: concurrent requests of the same kind are run as
     one call, their rows concatenated along axis 0, once the batch holds ``max_batch_size`` rows or
@@ -68,6 +71,7 @@ class Model:
         name: str = "",
         platform: str = "python",
         load: Callable[[], Any] | None = None,
+        unload: Callable[[], Any] | None = None,
         max_concurrency: int | None = None,
         properties: Mapping[str, str] | None = None,
         max_batch_size: int | None = None,
@@ -90,6 +94,7 @@ class Model:
         self.version = str(version)
         self.platform = platform
         self.load = load
+        self.unload = unload
         self.max_concurrency = max_concurrency
         self.properties = dict(properties) if properties else None
         self.max_batch_size = max_batch_size

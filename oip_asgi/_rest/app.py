@@ -18,6 +18,7 @@ from .._core.server import CoreOptions, ServerCore
 from .._core.serving import ServedModel
 from .._declarations.errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, quoted
 from .._declarations.model import ModelsArgument
+from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .body import BodyReader
 from .openapi import OpenAPI
 from .paths import route_path
@@ -50,14 +51,19 @@ Endpoint = Callable[[Scope, Receive, Send, "re.Match[str]"], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """A path below the mount and the endpoint of each method it takes; any other method is a 405."""
+    """A path below the mount and the endpoint of each method it takes; any other method is a 405.
+
+    `group` is the path's API group in Triton's names, which a restricted API rule names.
+    """
 
     path: re.Pattern[str]
     methods: Mapping[str, Endpoint]
+    group: str
 
-    def __init__(self, path: str, methods: Mapping[str, Endpoint]) -> None:
+    def __init__(self, path: str, methods: Mapping[str, Endpoint], group: str) -> None:
         object.__setattr__(self, "path", re.compile(path))
         object.__setattr__(self, "methods", methods)
+        object.__setattr__(self, "group", group)
 
 
 _MODEL = r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?"
@@ -67,6 +73,7 @@ class AppOptions(CoreOptions, total=False):
     """`OIPApp`'s options, as `oip_app`, `mount` and the adapters pass them on: the core's, and REST's own."""
 
     max_json_size: int
+    restricted_apis: RestrictionsArgument
 
 
 class OIPApp:
@@ -81,28 +88,30 @@ class OIPApp:
         models: ModelsArgument | None = None,
         *,
         max_json_size: int = DEFAULT_MAX_JSON_SIZE,
+        restricted_apis: RestrictionsArgument = (),
         **options: Unpack[CoreOptions],
     ) -> None:
+        self.restrictions: dict[str, Restriction] = restrictions(restricted_apis)
         self.core = ServerCore({} if models is None else models, **options)
         self.max_json_size = min(max_json_size, self.core.max_body_size)
         self._openapi = OpenAPI(self.core)
         # The most frequent request first: each route is one regular expression to try.
         self.routes = [
-            Route(_MODEL + r"/infer/?", {"POST": self._infer}),
-            Route(r"/?", {"GET": self._server_metadata}),
-            Route(r"/health/live/?", {"GET": self._live}),
-            Route(r"/health/ready/?", {"GET": self._ready}),
-            Route(r"/openapi\.json", {"GET": self._openapi_document}),
+            Route(_MODEL + r"/infer/?", {"POST": self._infer}, "inference"),
+            Route(r"/?", {"GET": self._server_metadata}, "metadata"),
+            Route(r"/health/live/?", {"GET": self._live}, "health"),
+            Route(r"/health/ready/?", {"GET": self._ready}, "health"),
+            Route(r"/openapi\.json", {"GET": self._openapi_document}, "metadata"),
             # Every model's statistics; as in Triton, a model named "stats" has no metadata URL.
-            Route(r"/models/stats/?", {"GET": self._statistics}),
-            Route(_MODEL + r"/stats/?", {"GET": self._statistics}),
-            Route(_MODEL + r"/ready/?", {"GET": self._model_ready}),
-            Route(_MODEL + r"/config/?", {"GET": self._model_config}),
-            Route(_MODEL + r"/?", {"GET": self._model_metadata}),
+            Route(r"/models/stats/?", {"GET": self._statistics}, "statistics"),
+            Route(_MODEL + r"/stats/?", {"GET": self._statistics}, "statistics"),
+            Route(_MODEL + r"/ready/?", {"GET": self._model_ready}, "health"),
+            Route(_MODEL + r"/config/?", {"GET": self._model_config}, "model-config"),
+            Route(_MODEL + r"/?", {"GET": self._model_metadata}, "metadata"),
             # The model repository extension.
-            Route(r"/repository/index/?", {"POST": self._repository_index}),
-            Route(r"/repository/models/(?P<name>[^/]+)/load/?", {"POST": self._load_model}),
-            Route(r"/repository/models/(?P<name>[^/]+)/unload/?", {"POST": self._unload_model}),
+            Route(r"/repository/index/?", {"POST": self._repository_index}, "model-repository"),
+            Route(r"/repository/models/(?P<name>[^/]+)/load/?", {"POST": self._load_model}, "model-repository"),
+            Route(r"/repository/models/(?P<name>[^/]+)/unload/?", {"POST": self._unload_model}, "model-repository"),
         ]
 
     async def load(self) -> None:
@@ -142,7 +151,7 @@ class OIPApp:
                 self.core.start_loading()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                self.core.shutdown()
+                await self.core.close()  # every version stops serving and runs its unload
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -151,6 +160,9 @@ class OIPApp:
         for route in self.routes:
             match = route.path.fullmatch(path)
             if match is not None:
+                restriction = self.restrictions.get(route.group)
+                if restriction is not None and not restriction.allows(_header(scope, restriction.header)):
+                    raise restriction.refusal()  # before the method: a restricted path tells nothing more
                 endpoint = route.methods.get(scope["method"])
                 if endpoint is None:
                     allowed = ", ".join(route.methods)
@@ -292,6 +304,14 @@ def _body_headers(scope: Scope) -> dict[bytes, str]:
     return headers
 
 
+def _header(scope: Scope, name: str) -> bytes | None:
+    wanted = name.encode("latin-1")
+    for key, value in scope["headers"]:
+        if key.lower() == wanted:
+            return bytes(value)
+    return None
+
+
 def _length_header(headers: dict[bytes, str], name: bytes) -> int | None:
     value = headers.get(name)
     if value is None:
@@ -315,6 +335,9 @@ def oip_app(models: ModelsArgument | None = None, **options: Unpack[AppOptions])
     default registry (or in the `CollectorRegistry` given); the host serves them where it wants.
     `tracing=True` makes an OpenTelemetry span of each model call (model, version, batch size);
     `access_log=True` logs a line per inference to the ``oip_asgi.access`` logger.
+    `restricted_apis` serves groups of endpoints only to requests that carry a header, as Triton's
+    ``--http-restricted-api``: rules such as ``"model-repository,statistics:admin-key=secret"``, or a
+    mapping ``{"model-repository": ("admin-key", "secret")}`` (docs/security.md).
     `expose_errors=False` keeps the text of a model's own exceptions out of responses: the client gets
     an error id that matches the line in the ``oip_asgi`` log holding the message and traceback.
     """

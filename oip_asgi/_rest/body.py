@@ -4,6 +4,10 @@ The reader hands out exactly the bytes asked for: the JSON header first, then ea
 straight into its final buffer (``readinto``), so the body is never joined. Compressed bodies are
 inflated chunk by chunk with a bounded output per step, and the size limit counts inflated bytes,
 so a small "zip bomb" ends in a 413 before it becomes a large allocation.
+
+Lengths the client declares (Content-Length, Inference-Header-Content-Length) are its word, not
+bytes received: nothing here is allocated from them. What is read is gathered as it arrives, so a
+client that declares 30 MB and sends 1 kB costs 1 kB.
 """
 
 from __future__ import annotations
@@ -129,9 +133,18 @@ class BodyReader:
             view = self._chunk[self._position : self._position + size]
             self._position += size
             return view
-        buffer = bytearray(size)
-        await self.readinto(memoryview(buffer), what)
-        return buffer
+        # Gathered as the chunks arrive and joined once complete: a buffer of `size` made up front
+        # would cost what the client declares, not what it sends.
+        parts: list[memoryview] = []
+        wanted = size
+        while wanted:
+            if self._position == len(self._chunk) and not await self._next_chunk():
+                raise BadRequest(f"request body ended {wanted} bytes short, in the middle of {what}")
+            step = min(wanted, len(self._chunk) - self._position)
+            parts.append(self._chunk[self._position : self._position + step])
+            self._position += step
+            wanted -= step
+        return b"".join(parts)
 
     async def read_rest(self) -> bytes | bytearray | memoryview:
         """Everything left, for bodies whose length only their end tells (JSON, raw binary)."""

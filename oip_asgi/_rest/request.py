@@ -6,6 +6,8 @@ straight from the body into its own array.
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from .._core.checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
@@ -85,7 +87,7 @@ async def read_request(
 
     # Binary tensors follow the header in input order; each is copied once, into its own array.
     for tensor, size in sizes:
-        buffer = np.empty(size, dtype=np.uint8)
+        buffer = _unbacked_buffer(size)
         await reader.readinto(buffer.data, f"input {quoted(tensor.name)}")
         decoded.inputs[tensor.name] = array_from_binary(tensor.name, tensor.datatype, tensor.shape, buffer)
     await reader.expect_end(declared)
@@ -95,6 +97,23 @@ async def read_request(
     if sizes:  # keep the request's input order, whichever encoding each input came in
         decoded.inputs = {tensor.name: decoded.inputs[tensor.name] for tensor in request.inputs}
     return decoded
+
+
+# From this size a tensor's buffer is mapped pages of its own (a few pages of waste are nothing to it).
+_MAPPED_SIZE = 1 << 20
+
+
+def _unbacked_buffer(size: int) -> np.ndarray:
+    """A uint8 buffer of `size` declared bytes that costs memory only as the received bytes are written in.
+
+    Its pages are backed by the kernel on first write, so a client that declares a large tensor and
+    sends little costs little, while the tensor still lands in its final buffer in one copy. Large
+    ones are an anonymous mapping rather than numpy's own memory: numpy asks for huge pages from
+    4 MiB, and the first byte written would back 2 MiB at once.
+    """
+    if size < _MAPPED_SIZE:
+        return np.empty(size, dtype=np.uint8)
+    return np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)
 
 
 def _requested(request: InferenceRequest) -> list[RequestedOutput] | None:
@@ -131,7 +150,7 @@ async def _read_raw_binary(reader: BodyReader, model: ServedModel) -> DecodedReq
         array = element.reshape(shape)
     else:
         if reader.content_length is not None:
-            buffer = np.empty(reader.content_length, dtype=np.uint8)
+            buffer = _unbacked_buffer(reader.content_length)
             await reader.readinto(buffer.data, f"input '{spec.name}'")
             await reader.expect_end(reader.content_length)
         else:

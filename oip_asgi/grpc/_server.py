@@ -12,8 +12,9 @@ import grpc
 from .._core.logs import show_unless_configured
 from .._core.server import HasCore, ServerCore, core_of
 from .._declarations.extras import install_line
+from .._declarations.restricted import RestrictionsArgument
 from .._protobuf import inference_pb2 as pb
-from ._service import SERVICE, InferenceService
+from ._service import DEFAULT_FIRST_REQUEST_TIMEOUT, SERVICE, InferenceService
 
 logger = logging.getLogger("oip_asgi.grpc")
 
@@ -33,6 +34,8 @@ def server(
     health: bool = False,
     reflection: bool = False,
     options: Sequence[tuple[str, Any]] = (),
+    restricted_protocols: RestrictionsArgument = (),
+    stream_first_request_timeout: float | None = DEFAULT_FIRST_REQUEST_TIMEOUT,
 ) -> grpc.aio.Server:
     """An unstarted ``grpc.aio`` server of `app`'s models; add services of your own, then ``await start()``.
 
@@ -43,6 +46,11 @@ def server(
     (for Kubernetes' gRPC probes and grpc_health_probe): "" and "liveness" answer SERVING while the
     server runs, "inference.GRPCInferenceService" and "readiness" once every model has loaded.
     `reflection` adds server reflection (for grpcurl). `options` are grpcio channel arguments.
+    `restricted_protocols` serves groups of RPCs only to calls that carry a metadata key, as Triton's
+    ``--grpc-restricted-protocol``: rules such as ``"model-repository:admin-key=secret"`` (the call
+    then sends ``triton-grpc-protocol-admin-key: secret``), or ``{"model-repository": ("admin-key", "secret")}``.
+    `stream_first_request_timeout` ends a ModelStreamInfer that sends no request for that many seconds
+    after it opens (DEADLINE_EXCEEDED; None: never), so that idle streams do not pile up.
     """
     core = core_of(app)
     if max_message_size is None:
@@ -54,8 +62,11 @@ def server(
         ("grpc.max_send_message_length", _MAX_MESSAGE),
         *options,
     ]
+    service = InferenceService(
+        core, restricted_protocols=restricted_protocols, stream_first_request_timeout=stream_first_request_timeout
+    )  # a bad rule fails before a server
     grpc_server = grpc.aio.server(interceptors=list(interceptors), options=channel_options)
-    grpc_server.add_generic_rpc_handlers([InferenceService(core).handler()])
+    grpc_server.add_generic_rpc_handlers([service.handler()])
     services = [SERVICE]
     if health:
         with _needs_the_extra("health=True"):

@@ -19,13 +19,26 @@ from .._core.inference import DecodedRequest, OutputTensor
 from .._core.server import HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
 from .._declarations.errors import GRPC_CODES, BadRequest, NotFound, OIPError, quoted
+from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .._protobuf import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
 
 SERVICE = "inference.GRPCInferenceService"
 # Requests of one stream in flight at once: later ones wait to be read until the oldest is answered.
 STREAM_WINDOW = 64
+# A stream that sends no request for this long after it opens is ended.
+DEFAULT_FIRST_REQUEST_TIMEOUT = 60.0
 _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
+
+# Each RPC's group, as Triton's --grpc-restricted-protocol names them.
+GROUPS = {
+    **dict.fromkeys(("ServerLive", "ServerReady", "ModelReady"), "health"),
+    **dict.fromkeys(("ServerMetadata", "ModelMetadata"), "metadata"),
+    **dict.fromkeys(("ModelInfer", "ModelStreamInfer"), "inference"),
+    "ModelStatistics": "statistics",
+    "ModelConfig": "model-config",
+    **dict.fromkeys(("RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload"), "model-repository"),
+}
 
 # An HTTP status, as the gRPC status that means the same (and that Triton sends for it).
 STATUS_CODES = {status: grpc.StatusCode[name] for status, name in GRPC_CODES.items()}
@@ -50,6 +63,32 @@ def _parse(message_type: type[_M], body: bytes) -> _M:
         return message_type.FromString(body)
     except DecodeError as exc:
         raise BadRequest(f"the request is not a valid {message_type.DESCRIPTOR.name}: {exc}") from None
+
+
+async def _check(restriction: Restriction, context: Context) -> None:
+    """Abort the call unless its metadata carries the restriction's key with its value."""
+    presented = None
+    for key, value in context.invocation_metadata() or ():
+        if key == restriction.header:
+            presented = value
+            break
+    if not restriction.allows(presented):
+        await abort(context, restriction.refusal())
+
+
+async def _first_within(requests: AsyncIterator[bytes], timeout: float, context: Context) -> AsyncIterator[bytes]:
+    """`requests`, ending the call when the first one takes longer than `timeout` seconds to come."""
+    iterator = aiter(requests)
+    try:
+        first = await asyncio.wait_for(anext(iterator), timeout)
+    except StopAsyncIteration:
+        return
+    except asyncio.TimeoutError:
+        await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the stream sent no request within {timeout:g} s")
+        return
+    yield first
+    async for request in iterator:
+        yield request
 
 
 class _GRPCExchange:
@@ -88,10 +127,21 @@ class _GRPCExchange:
 
 
 class InferenceService:
-    """The RPCs of ``inference.GRPCInferenceService`` on `app`'s models, as a grpcio generic handler."""
+    """The RPCs of ``inference.GRPCInferenceService`` on `app`'s models, as a grpcio generic handler.
 
-    def __init__(self, app: HasCore | ServerCore) -> None:
+    `restricted_protocols` are Triton's ``--grpc-restricted-protocol`` rules (see `restrictions`).
+    """
+
+    def __init__(
+        self,
+        app: HasCore | ServerCore,
+        *,
+        restricted_protocols: RestrictionsArgument = (),
+        stream_first_request_timeout: float | None = DEFAULT_FIRST_REQUEST_TIMEOUT,
+    ) -> None:
         self.core = core_of(app)
+        self.restrictions = restrictions(restricted_protocols, grpc=True)
+        self.stream_first_request_timeout = stream_first_request_timeout
 
     def handler(self) -> grpc.GenericRpcHandler:
         def parsed(message_type: type[_M], method: Callable[[_M], Awaitable[Message]]) -> Callable[[bytes], Any]:
@@ -119,7 +169,11 @@ class InferenceService:
     def _unary(
         self, name: str, method: Callable[[bytes], Awaitable[Message | bytes]]
     ) -> Callable[[bytes, Context], Awaitable[bytes]]:
+        restriction = self.restrictions.get(GROUPS[name])
+
         async def handle(body: bytes, context: Context) -> bytes:
+            if restriction is not None:
+                await _check(restriction, context)
             try:
                 response = await method(body)
                 return response if isinstance(response, bytes) else response.SerializeToString()
@@ -197,6 +251,11 @@ class InferenceService:
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         """Triton's streaming extension: every request answered in order, a failed one in its error_message."""
+        restriction = self.restrictions.get("inference")
+        if restriction is not None:  # ended before a request is read, as Triton does
+            await _check(restriction, context)
+        if self.stream_first_request_timeout is not None:
+            requests = _first_within(requests, self.stream_first_request_timeout, context)
         loop = asyncio.get_running_loop()
         pending: asyncio.Queue[asyncio.Task[bytes] | None] = asyncio.Queue()
         window = asyncio.Semaphore(STREAM_WINDOW)

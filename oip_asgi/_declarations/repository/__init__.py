@@ -9,10 +9,9 @@ calls `read_model` off the event loop and serves what it returns.
 
 from __future__ import annotations
 
-import sys
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +21,22 @@ from ..model import Model
 from ..spec import TensorSpec
 from ..triton import DATATYPES_OF, backend_of, is_integer_version, tensor_json
 from ._config import ConfigError, checked_json, read_pbtxt, unacted
-from ._paths import PathError, inside, is_model_name, model_folder, write_files
-from ._paths import fingerprint as folder_fingerprint
+from ._modules import Modules, module_name, register, release
+from ._paths import PathError, folder_fingerprint, inside, is_model_name, model_folder, write_files
 from ._reshape import reshaped, reshapes
 from .declaration import ModelRepository
 
 __all__ = [
     "DirectoryModel",
     "ModelRepository",
+    "Modules",
     "PathError",
     "RepositoryError",
     "fingerprint",
     "model_names",
     "read_model",
+    "register",
+    "release",
 ]
 
 
@@ -47,9 +49,9 @@ class DirectoryModel:
     name: str
     versions: list[Model]  # integer versions ascending, those the version policy chose
     config: dict[str, Any] | None  # Triton's ModelConfig JSON, completed; None without config.pbtxt or override
-    warnings: list[
-        str
-    ]  # one message naming the config fields read and not acted on, if any (the logger names the model)
+    warnings: list[str]  # one message naming the config fields read and not acted on (the logger names the model)
+    # The model.py modules it registered in sys.modules: `release` them once its versions stop serving.
+    modules: Modules = field(default_factory=dict)
 
 
 # Triton's file name for a platform's or backend's model, and the `Model.from_file` format it is.
@@ -101,19 +103,32 @@ def read_model(
     files: Mapping[str, bytes] | None = None,
     allow_files: bool = False,
 ) -> DirectoryModel:
-    """The model in ``root/name``, its files read now; `config` and `files` are a load request's overrides."""
+    """The model in ``root/name``, its files read now; `config` and `files` are a load request's overrides.
+
+    Its model.py modules are in `sys.modules` (`DirectoryModel.modules`); a read that fails leaves none.
+    """
+    modules: dict[str, types.ModuleType] = {}
     try:
-        return _read(root, name, config, files, allow_files)
-    except RepositoryError:
+        try:
+            return _read(root, name, config, files, allow_files, modules)
+        except RepositoryError:
+            raise
+        except (PathError, ConfigError) as exc:
+            raise RepositoryError(str(exc)) from exc
+        except (Exception, SystemExit) as exc:  # a model file's library or a model.py raises what it raises
+            raise RepositoryError(f"model {name!r}: {type(exc).__name__}: {exc}") from exc
+    except BaseException:
+        release(modules)
         raise
-    except (PathError, ConfigError) as exc:
-        raise RepositoryError(str(exc)) from exc
-    except (Exception, SystemExit) as exc:  # a model file's library or a model.py raises what it raises
-        raise RepositoryError(f"model {name!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def _read(
-    root: Path, name: str, override: Mapping[str, Any] | None, files: Mapping[str, bytes] | None, allow_files: bool
+    root: Path,
+    name: str,
+    override: Mapping[str, Any] | None,
+    files: Mapping[str, bytes] | None,
+    allow_files: bool,
+    modules: dict[str, types.ModuleType],
 ) -> DirectoryModel:
     folder = model_folder(root, name)
     checked = None if override is None else checked_json(override)  # replaces config.pbtxt, as in Triton
@@ -130,12 +145,12 @@ def _read(
         raise RepositoryError(f"config names model {config['name']!r}, but its folder is {name!r}")
     settings = _settings(folder, name, config or {})
     versions = [
-        _with_reshapes(_version(folder / number, number, settings, config or {}), config or {})
+        _with_reshapes(_version(folder / number, number, settings, config or {}, modules), config or {})
         for number in _versions(folder, config or {})
     ]
     ignored = unacted(config or {})
     warnings = [f"config fields not acted on: {', '.join(ignored)}"] if ignored else []
-    return DirectoryModel(name, versions, _completed(config, name, versions[-1]), warnings)
+    return DirectoryModel(name, versions, _completed(config, name, versions[-1]), warnings, modules)
 
 
 def _with_reshapes(model: Model, config: Mapping[str, Any]) -> Model:
@@ -218,11 +233,17 @@ def _labels(folder: Path, filename: str) -> list[str]:
     return lines
 
 
-def _version(folder: Path, number: str, settings: Mapping[str, Any], config: Mapping[str, Any]) -> Model:
+def _version(
+    folder: Path,
+    number: str,
+    settings: Mapping[str, Any],
+    config: Mapping[str, Any],
+    modules: dict[str, types.ModuleType],
+) -> Model:
     file = _model_file(folder, config)
     declared = {**settings, "version": number}
     if file.name.endswith(".py"):
-        return _python_model(file, declared)
+        return _python_model(file, declared, modules)
     kind = config.get("platform") or config.get("backend") or ""
     trusted = _trusted(config.get("parameters", {}).get(TRUSTED, {}).get("string_value", ""))
     options: dict[str, Any] = {"trusted": trusted} if trusted else {}
@@ -264,21 +285,18 @@ def _trusted(value: str) -> bool | list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _python_model(file: Path, declared: Mapping[str, Any]) -> Model:
+def _python_model(file: Path, declared: Mapping[str, Any], modules: dict[str, types.ModuleType]) -> Model:
     """``model`` from a version's model.py: a `Model` (what the config declares wins) or a callable."""
     # One module per model version, replaced on reload, so that pickling and dataclasses find it by name.
     # Compiled from the source each time: no __pycache__ written into the repository (poll mode would see
     # a change), and no stale bytecode for a model.py rewritten within its file system's mtime resolution.
-    module_name = f"oip_asgi_repository.{declared['name']}.{declared['version']}"
-    module = types.ModuleType(module_name)
+    name = module_name(declared["name"], declared["version"])
+    module = types.ModuleType(name)
     module.__file__ = str(file)
     code = compile(file.read_bytes(), str(file), "exec")
-    sys.modules[module_name] = module
-    try:
-        exec(code, module.__dict__)
-    except BaseException:
-        del sys.modules[module_name]
-        raise
+    register({name: module})
+    modules[name] = module
+    exec(code, module.__dict__)
     found = getattr(module, "model", None)
     if isinstance(found, Model):
         return found.replace(**declared)

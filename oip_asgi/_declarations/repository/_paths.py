@@ -72,7 +72,7 @@ def _target(folder: Path, name: str) -> Path:
     return target
 
 
-def fingerprint(folder: Path) -> tuple[tuple[str, int, int], ...]:
+def folder_fingerprint(folder: Path) -> tuple[tuple[str, int, int], ...]:
     """Every entry under `folder` by relative name, size and modification time: equal while nothing changed."""
     entries: list[tuple[str, int, int]] = []
     for directory, folders, names in os.walk(folder):

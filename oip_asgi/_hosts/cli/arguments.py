@@ -139,6 +139,57 @@ def parser() -> argparse.ArgumentParser:
         help="close an idle connection after this long; keep it above a load balancer's idle timeout "
         "(default: %(default)s)",
     )
+    security = serve.add_argument_group("security (Triton's and uvicorn's options; docs/security.md)")
+    security.add_argument(
+        "--http-restricted-api",
+        action="append",
+        default=[],
+        metavar="API[,API...]:KEY=VALUE",
+        help="serve these groups of REST endpoints only to requests with the header KEY: VALUE (others get 403); "
+        "groups: health, metadata, inference, model-config, model-repository, statistics (and Triton's "
+        "shared-memory, trace, logging); repeatable with different keys",
+    )
+    security.add_argument(
+        "--grpc-restricted-protocol",
+        action="append",
+        default=[],
+        metavar="API[,API...]:KEY=VALUE",
+        help="the same for gRPC: a call must carry the metadata triton-grpc-protocol-KEY: VALUE "
+        "(others get UNAVAILABLE)",
+    )
+    security.add_argument("--ssl-certfile", metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    security.add_argument("--ssl-keyfile", metavar="FILE", help="the private key of --ssl-certfile (PEM)")
+    security.add_argument(
+        "--ssl-ca-certs", metavar="FILE", help="with --ssl-certfile, require client certificates signed by these CAs"
+    )
+    security.add_argument(
+        "--grpc-use-ssl", action="store_true", help="serve gRPC over TLS (also --grpc-use-ssl=1, as Triton takes it)"
+    )
+    security.add_argument("--grpc-server-cert", metavar="FILE", help="with --grpc-use-ssl, the certificate (PEM)")
+    security.add_argument("--grpc-server-key", metavar="FILE", help="with --grpc-use-ssl, its private key (PEM)")
+    security.add_argument(
+        "--grpc-root-cert",
+        metavar="FILE",
+        help="with --grpc-use-ssl-mutual, the CA certificates clients' are checked by",
+    )
+    security.add_argument(
+        "--grpc-use-ssl-mutual", action="store_true", help="require a client certificate signed by --grpc-root-cert"
+    )
+    serve.add_argument(
+        "--timeout-request-read",
+        type=_positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="close a connection whose request (line, headers or body) has sent no byte for this long, "
+        "and one that sends nothing (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--grpc-stream-first-request-timeout",
+        type=_positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="end a gRPC ModelStreamInfer that sends no request for this long after it opens (default: %(default)s)",
+    )
     serve.add_argument(
         "--log-level",
         choices=["critical", "error", "warning", "info", "debug", "trace"],
@@ -152,6 +203,31 @@ def parser() -> argparse.ArgumentParser:
         help="do not log uvicorn's line per request (an app's own access_log=True lines follow --log-level)",
     )
     return command
+
+
+_TRITON_BOOLEANS = ("--grpc-use-ssl", "--grpc-use-ssl-mutual")
+
+
+def triton_booleans(argv: list[str]) -> list[str]:
+    """Triton's ``--grpc-use-ssl=1`` form as the bare flag (``=0`` or ``=false`` as none), before argparse."""
+    result = []
+    for argument in argv:
+        name, equals, value = argument.partition("=")
+        if equals and name in _TRITON_BOOLEANS:
+            if value.lower() in ("1", "true", "yes", "on"):
+                result.append(name)
+            elif value.lower() not in ("0", "false", "no", "off"):
+                result.append(argument)  # argparse then says what is wrong with it
+            continue
+        result.append(argument)
+    return result
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
 
 
 def _positive(text: str) -> int:

@@ -19,8 +19,9 @@ from typing import Any
 from ..._declarations.extras import install_line
 from ..._declarations.files import MODEL_EXTENSIONS
 from ..._declarations.repository.declaration import ModelRepository
-from .arguments import parser
+from .arguments import parser, triton_booleans
 from .logs import log_config
+from .security import SecurityError, checked
 from .served import Served
 from .target import FileOptions, TargetError, is_model_file, load_target
 
@@ -35,18 +36,30 @@ WORKER_APP = "oip_asgi._hosts.cli:worker_app"
 
 def worker_app() -> Served:
     """uvicorn's app factory in each worker process: it imports MODULE:ATTR itself."""
+    from . import timeouts  # uvicorn's protocols: imported where uvicorn is known to be installed
+
     settings = json.loads(os.environ[SETTINGS_ENV])
+    timeouts.read_timeout = settings["timeout_request_read"]
     repository = ModelRepository(**settings["repository"]) if settings["repository"] else None
     files = FileOptions(**{**settings["files"], "trust_skops_types": tuple(settings["files"]["trust_skops_types"])})
     try:
         app = load_target(
-            settings["target"], metrics=settings["metrics"] is not None, repository=repository, files=files
+            settings["target"],
+            metrics=settings["metrics"] is not None,
+            repository=repository,
+            restricted_apis=settings["security"]["http_restricted_api"],
+            files=files,
         )
     except TargetError as exc:
         _error(str(exc))
         sys.exit(STARTUP_FAILURE)  # uvicorn's supervisor stops the other workers, and does not restart
     metrics = settings["metrics"]
-    return Served(app, grpc_address=settings["grpc"], metrics=tuple(metrics) if metrics else None)
+    return Served(
+        app,
+        grpc_address=settings["grpc"],
+        metrics=tuple(metrics) if metrics else None,
+        grpc=settings["security"]["grpc"],
+    )
 
 
 def _error(message: str) -> None:
@@ -60,7 +73,7 @@ def _stopped(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_args(triton_booleans(list(sys.argv[1:] if argv is None else argv)))
     return serve(args)
 
 
@@ -154,6 +167,11 @@ def serve(args: argparse.Namespace) -> int:
     except TargetError as exc:
         _error(str(exc))
         return USAGE
+    try:
+        security = checked(args)
+    except SecurityError as exc:
+        _error(str(exc))
+        return USAGE
     if args.model_control_mode == "explicit" and args.workers > 1:
         # Each worker has its own models: a load or unload would reach one of them, at random.
         _error("--model-control-mode explicit serves from one process: drop --workers, or use poll")
@@ -179,6 +197,8 @@ def serve(args: argparse.Namespace) -> int:
     except ImportError:
         _error(f"serving needs uvicorn: {install_line('serve')}")
         return USAGE
+    from . import timeouts  # uvicorn's own protocols, subclassed
+
     options: dict[str, Any] = {
         "host": args.host,
         "port": args.port,
@@ -188,6 +208,8 @@ def serve(args: argparse.Namespace) -> int:
         "access_log": not args.no_access_log,
         "timeout_graceful_shutdown": args.timeout_graceful_shutdown,
         "timeout_keep_alive": args.timeout_keep_alive,
+        "http": timeouts.PROTOCOL,  # uvicorn's own, closing requests that stop arriving
+        **(security["http_tls"] or {}),
     }
     if args.workers > 1:
         modules = [target for target in args.target if not is_model_file(target)]
@@ -202,18 +224,27 @@ def serve(args: argparse.Namespace) -> int:
             "files": asdict(files),
             "grpc": grpc_address,
             "metrics": metrics,
+            "security": security,
+            "timeout_request_read": args.timeout_request_read,
             "repository": None if repository is None else {**asdict(repository), "load_models": args.load_model},
         }
         return _supervise(args.workers, settings, options)
     logging.config.dictConfig(options["log_config"])  # before the app is built, as a worker's is
     try:
-        app = load_target(args.target, metrics=metrics is not None, repository=repository, files=files)
+        app = load_target(
+            args.target,
+            metrics=metrics is not None,
+            repository=repository,
+            restricted_apis=security["http_restricted_api"],
+            files=files,
+        )
     except TargetError as exc:
         _error(str(exc))
         return STARTUP_FAILURE
+    timeouts.read_timeout = args.timeout_request_read
     signal.signal(signal.SIGTERM, _stopped)
     # uvicorn.run exits 3 itself when the server does not start.
-    uvicorn.run(Served(app, grpc_address=grpc_address, metrics=metrics), **options)
+    uvicorn.run(Served(app, grpc_address=grpc_address, metrics=metrics, grpc=security["grpc"]), **options)
     return 0
 
 

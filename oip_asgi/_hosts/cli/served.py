@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
 
@@ -12,6 +14,7 @@ from ..._rest.app import OIPApp
 from ..._rest.paths import mounted_scope, route_path
 from ..._rest.responses import send_error
 from .metrics_server import metrics_server
+from .security import grpc_credentials
 
 PREFIX = "/v2"
 
@@ -20,15 +23,22 @@ class Served:
     """`app` at /v2 of a whole server, and what starts and stops with it: gRPC, a metrics port.
 
     `metrics` is (host, first port, ports to try): a worker takes the first port of the range it
-    can bind, so N workers started on one range each get their own.
+    can bind, so N workers started on one range each get their own. `grpc` is the gRPC server's
+    restricted protocols and TLS files, as `security.checked` gives them.
     """
 
     def __init__(
-        self, app: OIPApp, *, grpc_address: str | None = None, metrics: tuple[str, int, int] | None = None
+        self,
+        app: OIPApp,
+        *,
+        grpc_address: str | None = None,
+        metrics: tuple[str, int, int] | None = None,
+        grpc: Mapping[str, Any] | None = None,
     ) -> None:
         self.app = app
         self.grpc_address = grpc_address
         self.metrics = metrics
+        self.grpc = grpc or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -70,7 +80,15 @@ class Served:
         if self.grpc_address is not None:
             grpc = importlib.import_module("oip_asgi.grpc")  # the grpc extra, checked before serving
             try:
-                await companions.enter_async_context(grpc.serving(self.app, address=self.grpc_address))
+                security: dict[str, Any] = {}  # only what was asked for: plain gRPC is called as before
+                if self.grpc.get("tls"):
+                    security["credentials"] = grpc_credentials(self.grpc["tls"])
+                if self.grpc.get("restricted_protocols"):
+                    security["restricted_protocols"] = self.grpc["restricted_protocols"]
+                if self.grpc.get("stream_first_request_timeout"):
+                    security["stream_first_request_timeout"] = self.grpc["stream_first_request_timeout"]
+                serving = grpc.serving(self.app, address=self.grpc_address, **security)
+                await companions.enter_async_context(serving)
             except Exception as exc:
                 raise RuntimeError(f"gRPC could not serve on {self.grpc_address}: {type(exc).__name__}: {exc}") from exc
         if self.metrics is not None:

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..._core.control import LOAD_SWITCH_INTERVAL
 from ..._declarations.files import detect_format
 from ..._declarations.files._common import AdvisedError
 from ..._declarations.files.labels import labels_beside
 from ..._declarations.model import Model
 from ..._declarations.repository.declaration import ModelRepository
+from ..._declarations.restricted import restrictions
 from ..._declarations.spec import TensorSpec
 from ..._rest.app import OIPApp
 
@@ -42,14 +44,27 @@ def load_target(
     *,
     metrics: bool = False,
     repository: ModelRepository | None = None,
+    restricted_apis: list[str] | None = None,
     files: FileOptions = FileOptions(),
 ) -> OIPApp:
     """The app for MODULE:ATTR (a models mapping, a `Model` served under ATTR's name, or an `OIPApp`),
     for model files (each served under its stem), or for none (the `repository`'s models alone).
 
     `metrics` registers the models' Prometheus metrics, unless ATTR is an app: it chose when built.
-    `repository` joins the models of a mapping, a `Model` or the files.
+    `repository` joins the models of a mapping, a `Model` or the files. `restricted_apis` are
+    --http-restricted-api's rules, checked already.
     """
+    app = _target_app(target, metrics, repository, files)
+    if restricted_apis:
+        if app.restrictions:
+            raise TargetError(f"{target} is an OIPApp with restricted APIs of its own: give them there, or here")
+        app.restrictions = restrictions(restricted_apis)
+    return app
+
+
+def _target_app(
+    target: str | Sequence[str] | None, metrics: bool, repository: ModelRepository | None, files: FileOptions
+) -> OIPApp:
     targets = [target] if isinstance(target, str) else list(target or ())
     if all(map(is_model_file, targets)):
         return _app(" ".join(targets) or "--model-repository", file_models(targets, files), metrics, repository)
@@ -81,6 +96,8 @@ def load_target(
                 f"{target} is an OIPApp already built: give it its repository there "
                 "(oip_app(models, model_repository=...)), or serve a models mapping with --model-repository"
             )
+        if value.core.control is not None:  # the serve command owns its process: loads may shorten the interval
+            value.core.control.load_switch_interval = LOAD_SWITCH_INTERVAL
         return value
     if isinstance(value, Model):
         return _app(target, {attribute.rsplit(".", 1)[-1]: value}, metrics, repository)
@@ -151,7 +168,8 @@ TABULAR = ("sklearn", "xgboost", "lightgbm")
 
 def _app(target: str, models: Mapping[str, Any], metrics: bool, repository: ModelRepository | None) -> OIPApp:
     try:
-        return OIPApp(models, metrics=metrics, model_repository=repository)
+        # The serve command owns its process: loads may shorten the GIL's switch interval (ModelControl).
+        return OIPApp(models, metrics=metrics, model_repository=repository, load_switch_interval=LOAD_SWITCH_INTERVAL)
     except (TypeError, ValueError) as exc:
         raise TargetError(f"{target}: {exc}") from None
 
