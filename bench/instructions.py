@@ -44,7 +44,15 @@ def instructions(count: int) -> int:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
         subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__, "--run", str(count)],
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                __file__,
+                "--run",
+                str(count),
+            ],
             check=True,
             env={**os.environ, "PYTHONHASHSEED": "0"},
             capture_output=True,

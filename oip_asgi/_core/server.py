@@ -2,9 +2,10 @@
 the one inference path.
 
 A wire (REST, gRPC) only translates: it hands `ServerCore.infer` an `Exchange` that decodes its
-request into a `DecodedRequest`, encodes the outputs, and sends the response. The core looks the
-model up, waits for it to be ready, times the request, calls the model (queued or batched), builds
-and checks its outputs, counts the statistics, traces and logs, the same way for every wire. Models
+request into a `DecodedRequest`, encodes the outputs, and sends the response (or several). The
+core's per-request shell looks the model up, waits for it to be ready, times the request, logs it
+and tells a client that left; its body calls the model (queued or batched), builds and checks its
+outputs and counts the statistics, the same way for every wire. Models
 can be put and removed while serving: a new version serves once it has loaded, and a removed one
 lets the requests that hold it finish.
 """
