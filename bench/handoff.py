@@ -49,7 +49,6 @@ def hand_offs(threads: int) -> dict[str, Callable[[], Awaitable[Any]]]:
     """One awaitable per method, each running `noop` once; every pool allows `threads` threads."""
     executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bench-executor")
     pool = WorkerPool(threads)
-    no_kwargs: dict[str, Any] = {}
 
     async def anyio_call() -> Any:
         return await anyio.to_thread.run_sync(noop)  # its default limiter: 40 threads, as DEFAULT_MAX_THREADS
@@ -58,7 +57,7 @@ def hand_offs(threads: int) -> dict[str, Callable[[], Awaitable[Any]]]:
         return await asyncio.get_running_loop().run_in_executor(executor, noop)
 
     async def workerpool_call() -> Any:
-        return await pool.run(noop, no_kwargs)
+        return await pool.run(noop)
 
     async def inline_call() -> Any:
         return noop()

@@ -32,9 +32,10 @@ from inprocess import identity, requester  # noqa: E402  (a sibling, found throu
 from workloads import SEED, json_request  # noqa: E402
 
 import oip_asgi  # noqa: E402
-from oip_asgi import _app, _models, _statistics  # noqa: E402
+from oip_asgi._core import server, serving  # noqa: E402
+from oip_asgi._core import statistics as _statistics  # noqa: E402
 
-PATCHED = [(_app, "now"), (_models, "now")]
+PATCHED = [(server, "now"), (serving, "now")]
 RECORDING = ["executed", "succeeded", "failed"]
 
 

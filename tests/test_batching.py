@@ -12,6 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oip_asgi import Model, Result, TensorSpec, oip_app
+from oip_asgi._core.request import DecodedRequest
+from oip_asgi._core.serving import ServedModel
+from oip_asgi._core.statistics import RequestTimes
 
 from ._client import client
 
@@ -25,6 +28,11 @@ class Call:
     rows: int
     width: int
     parameters: Any
+
+
+def ask(served: ServedModel, inputs: dict[str, np.ndarray], parameters: dict[str, Any]) -> Any:
+    """`served` called as the core calls it, with one request's value."""
+    return served(DecodedRequest(inputs, parameters=parameters), RequestTimes())
 
 
 def batched(calls: list[Call], *, is_async: bool, takes_parameters: bool, **options: Any) -> Model:
@@ -72,9 +80,8 @@ def test_any_interleaving_gets_its_own_rows_within_the_bounds(
     ]
 
     async def main() -> list[Any]:
-        return await asyncio.gather(
-            *(served({"X": array}, {"offset": offset}) for array, (_, _, offset) in zip(arrays, requests, strict=True))
-        )
+        pairs = zip(arrays, requests, strict=True)
+        return await asyncio.gather(*(ask(served, {"X": array}, {"offset": offset}) for array, (_, _, offset) in pairs))
 
     results = asyncio.run(main())
     for array, (_, _, offset), result in zip(arrays, requests, results, strict=True):
@@ -99,7 +106,7 @@ async def test_a_full_batch_runs_at_once_without_waiting_for_its_delay() -> None
     app = oip_app({"m": batched(calls, is_async=True, takes_parameters=False, max_batch_size=4, max_batch_delay=60)})
     served = app.core.served.get("m")
     one_row = {"X": np.ones((1, 3), dtype=np.float32)}
-    results = await asyncio.wait_for(asyncio.gather(*(served(one_row, {}) for _ in range(4))), timeout=30)
+    results = await asyncio.wait_for(asyncio.gather(*(ask(served, one_row, {}) for _ in range(4))), timeout=30)
     assert [result["ROWS"].tolist() for result in results] == [[4]] * 4
     assert calls == [Call(4, 3, None)]
 
@@ -137,13 +144,13 @@ async def test_a_request_whose_client_left_is_dropped_from_its_batch() -> None:
     app = oip_app({"m": batched(calls, is_async=True, takes_parameters=False, max_batch_size=3, max_batch_delay=60)})
     served = app.core.served.get("m")
     row = {"X": np.ones((1, 2), dtype=np.float32)}
-    leaving = asyncio.ensure_future(served(row, {}))
+    leaving = asyncio.ensure_future(ask(served, row, {}))
     await asyncio.sleep(0)
-    staying = asyncio.ensure_future(served(row, {}))
+    staying = asyncio.ensure_future(ask(served, row, {}))
     await asyncio.sleep(0)
     leaving.cancel()
     await asyncio.sleep(0)
-    third = asyncio.ensure_future(served({"X": np.ones((1, 2), dtype=np.float32)}, {}))
+    third = asyncio.ensure_future(ask(served, {"X": np.ones((1, 2), dtype=np.float32)}, {}))
     await asyncio.sleep(0)
     assert calls == []  # 3 rows joined (one has left): the batch is full and runs without the one that left
     assert (await staying)["ROWS"].tolist() == [2] and (await third)["ROWS"].tolist() == [2]
@@ -162,7 +169,7 @@ async def test_results_with_parameters_and_single_arrays_are_split_too() -> None
         max_batch_delay=60,
     )
     served = oip_app({"m": model}).core.served.get("m")
-    first, second = await asyncio.gather(served({"X": np.array([1])}, {}), served({"X": np.array([5])}, {}))
+    first, second = await asyncio.gather(ask(served, {"X": np.array([1])}, {}), ask(served, {"X": np.array([5])}, {}))
     assert first.outputs.tolist() == [2] and second.outputs.tolist() == [6]
     assert first.parameters == second.parameters == {"rows": 2}
 

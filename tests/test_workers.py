@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from oip_asgi import Model, TensorSpec, oip_app
+from oip_asgi._core.request import DecodedRequest
+from oip_asgi._core.statistics import RequestTimes
 from oip_asgi._core.workers import WorkerPool
 
 from ._client import client
@@ -85,7 +87,7 @@ async def test_a_caller_that_leaves_frees_its_slot_and_the_thread_finishes_its_c
     model = Model(slow, **SPECS, max_concurrency=1)
     app = oip_app({"m": model}, max_threads=1)
     served = app.core.served.get("m")
-    call = asyncio.ensure_future(served({"x": np.array([1], np.int32)}, {}))
+    call = asyncio.ensure_future(served(DecodedRequest({"x": np.array([1], np.int32)}), RequestTimes()))
     assert await asyncio.to_thread(started.wait, 10)
     assert served.in_flight == 1
     call.cancel()  # the client left: the request's task is cancelled
@@ -94,7 +96,8 @@ async def test_a_caller_that_leaves_frees_its_slot_and_the_thread_finishes_its_c
     assert served.in_flight == 0
     gate.set()
     assert await asyncio.to_thread(finished.wait, 10)
-    result = await served({"x": np.array([5], np.int32)}, {})  # the one thread is free again
+    # The one thread is free again.
+    result = await served(DecodedRequest({"x": np.array([5], np.int32)}), RequestTimes())
     assert result.tolist() == [5] and app.core.pool.threads == 1
 
 
@@ -136,7 +139,7 @@ def test_the_pool_starts_afresh_in_a_forked_child() -> None:
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the point of the test
         pool = WorkerPool(2)
         async def square(n):
-            return await pool.run(lambda value: value * value, {"value": n})
+            return await pool.run(lambda value: value * value, n)
         assert asyncio.run(square(3)) == 9 and pool.threads == 1
         pid = os.fork()
         if pid == 0:

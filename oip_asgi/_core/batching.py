@@ -21,15 +21,15 @@ import numpy as np
 
 from .._declarations.errors import BadRequest, ModelError
 from .._declarations.result import Result
+from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
 
-InputParameters = Mapping[str, Mapping[str, Any]]
-Invoke = Callable[[Mapping[str, np.ndarray], Mapping[str, Any], InputParameters, CallTimes], Awaitable[Any]]
+Invoke = Callable[[DecodedRequest, CallTimes], Awaitable[Any]]
 
 
 @dataclass(slots=True)
 class _Member:
-    inputs: Mapping[str, np.ndarray]
+    request: DecodedRequest
     rows: int
     future: asyncio.Future[Any]
     times: RequestTimes
@@ -38,8 +38,6 @@ class _Member:
 @dataclass(slots=True)
 class _Batch:
     key: Any
-    parameters: Mapping[str, Any]
-    input_parameters: InputParameters
     members: list[_Member] = field(default_factory=list)
     rows: int = 0
     timer: asyncio.TimerHandle | None = None
@@ -68,28 +66,22 @@ class Batcher:
         self._running: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
         self.batches = 0  # model calls made, for the statistics and the tests
 
-    async def submit(
-        self,
-        inputs: Mapping[str, np.ndarray],
-        parameters: Mapping[str, Any],
-        input_parameters: InputParameters,
-        times: RequestTimes,
-    ) -> Any:
+    async def submit(self, request: DecodedRequest, times: RequestTimes) -> Any:
         """This request's share of its batch's result; `times` gets its batch call's times."""
-        rows = _rows(self.name, inputs)
-        member = _Member(inputs, rows, asyncio.get_running_loop().create_future(), times)
+        rows = _rows(self.name, request.inputs)
+        member = _Member(request, rows, asyncio.get_running_loop().create_future(), times)
         times.rows, times.batched = rows, True
         if rows == 0 or rows > self.max_batch_size:
             self.batches += 1
-            await self._call([member], parameters, input_parameters)
+            await self._call([member])
             return await member.future
-        key = self._key(inputs, parameters, input_parameters)
+        key = self._key(request)
         batch = self._open.get(key)
         if batch is not None and batch.rows + rows > self.max_batch_size:
             self._run(batch)  # full for this request: it goes now, and this one opens the next
             batch = None
         if batch is None:
-            batch = self._open[key] = _Batch(key, parameters, input_parameters)
+            batch = self._open[key] = _Batch(key)
             batch.timer = asyncio.get_running_loop().call_later(self.max_batch_delay, self._run, batch)
         batch.members.append(member)
         batch.rows += rows
@@ -97,13 +89,11 @@ class Batcher:
             self._run(batch)
         return await member.future
 
-    def _key(
-        self, inputs: Mapping[str, np.ndarray], parameters: Mapping[str, Any], input_parameters: InputParameters
-    ) -> Any:
-        layout = tuple((name, array.dtype.str, array.shape[1:]) for name, array in sorted(inputs.items()))
+    def _key(self, request: DecodedRequest) -> Any:
+        layout = tuple((name, array.dtype.str, array.shape[1:]) for name, array in sorted(request.inputs.items()))
         if not self._keyed_by_parameters:
             return layout
-        return layout, msgspec.json.encode((parameters, input_parameters), order="sorted")
+        return layout, msgspec.json.encode((request.parameters, request.input_parameters), order="sorted")
 
     def _run(self, batch: _Batch) -> None:
         if self._open.get(batch.key) is batch:
@@ -113,24 +103,25 @@ class Batcher:
         members = [member for member in batch.members if not member.future.done()]  # done: the client left
         if members:
             self.batches += 1
-            task = asyncio.get_running_loop().create_task(self._call(members, batch.parameters, batch.input_parameters))
+            task = asyncio.get_running_loop().create_task(self._call(members))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
-    async def _call(
-        self, members: list[_Member], parameters: Mapping[str, Any], input_parameters: InputParameters
-    ) -> None:
+    async def _call(self, members: list[_Member]) -> None:
         call = CallTimes()
         rows = [member.rows for member in members]
         output_ns = None
         started = concatenated = now()
         try:
+            first = members[0].request
             if len(members) == 1:
-                inputs = members[0].inputs
+                request = first
             else:
-                inputs = {name: np.concatenate([m.inputs[name] for m in members]) for name in members[0].inputs}
+                inputs = {name: np.concatenate([m.request.inputs[name] for m in members]) for name in first.inputs}
+                # The members share their parameters: they are part of the batch's key.
+                request = DecodedRequest(inputs, parameters=first.parameters, input_parameters=first.input_parameters)
             concatenated = now()
-            result = await self._invoke(inputs, parameters, input_parameters, call)
+            result = await self._invoke(request, call)
             returned = now()
             shares = _split(self.name, self.single_output, result, rows)
             output_ns = now() - returned

@@ -8,7 +8,7 @@ applies classification, and fails with the same messages on every wire.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,29 +16,14 @@ import numpy as np
 from .._declarations.errors import BadRequest, ModelError
 from .._declarations.result import Result
 from .classification import classify
+
+# Where the wires have long imported them from: named here too.
+from .request import DecodedRequest as DecodedRequest
+from .request import RequestedOutput as RequestedOutput
 from .serving import ServedModel
 from .tensors import output_array, shape_text
 
 DEFAULT_OUTPUT = "OUTPUT0"  # the name a single unnamed result gets when a model declares no outputs
-
-
-@dataclass(slots=True)
-class RequestedOutput:
-    name: str
-    classification: int | None = None
-    binary: bool | None = None  # REST's `binary_data` parameter, when the request sets it
-
-
-@dataclass(slots=True)
-class DecodedRequest:
-    """A request as every front end hands it to the core: its tensors as arrays, and what to answer."""
-
-    inputs: dict[str, np.ndarray]
-    id: str | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
-    outputs: list[RequestedOutput] | None = None  # None: every output
-    binary_outputs: bool = False  # REST: outputs the request does not list come back binary
-    input_parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # each input's, where it has any
 
 
 @dataclass(slots=True)

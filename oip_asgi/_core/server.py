@@ -2,9 +2,10 @@
 the one inference path.
 
 A wire (REST, gRPC) only translates: it hands `ServerCore.infer` an `Exchange` that decodes its
-request into a `DecodedRequest`, encodes the outputs, and sends the response. The core looks the
-model up, waits for it to be ready, times the request, calls the model (queued or batched), builds
-and checks its outputs, counts the statistics, traces and logs, the same way for every wire. Models
+request into a `DecodedRequest`, encodes the outputs, and sends the response (or several). The
+core's per-request shell looks the model up, waits for it to be ready, times the request, logs it
+and tells a client that left; its body calls the model (queued or batched), builds and checks its
+outputs and counts the statistics, the same way for every wire. Models
 can be put and removed while serving: a new version serves once it has loaded, and a removed one
 lets the requests that hold it finish.
 """
@@ -59,11 +60,23 @@ Response = TypeVar("Response")
 
 
 class Exchange(Protocol[Response]):
-    """One inference request as a wire carries it: what the core asks of the wire."""
+    """One inference request as a wire carries it: what the core asks of the wire.
+
+    A request is answered once: with its one response, sent whole by `send`, or with several sent as
+    they come (`start`, `send_next` for each, `finish`), which is what a streaming body uses.
+    """
 
     @property
     def received(self) -> int:
         """The request's bytes read so far."""
+
+    @property
+    def sent(self) -> int:
+        """The response bytes sent so far."""
+
+    @property
+    def responses(self) -> int:
+        """The responses sent so far."""
 
     def decode(self, model: ServedModel) -> Awaitable[DecodedRequest]:
         """The request, checked against `model` and decoded into arrays."""
@@ -75,10 +88,25 @@ class Exchange(Protocol[Response]):
         outputs: list[OutputTensor],
         parameters: dict[str, Any] | None,
     ) -> Response:
-        """The response to `request`: its outputs and parameters in the wire's form."""
+        """A response to `request`: its outputs and parameters in the wire's form."""
 
-    async def send(self, response: Response) -> int:
-        """Send `response` (or leave that to the wire's server); the bytes it holds."""
+    async def send(self, response: Response) -> None:
+        """Send `response` as the request's one answer, whole (or leave that to the wire's server)."""
+
+    async def start(self) -> None:
+        """Begin an answer of several responses (REST: its status and headers)."""
+
+    async def send_next(self, response: Response) -> None:
+        """Send one response of the answer begun, at once; it returns once the wire has taken it."""
+
+    async def finish(self) -> None:
+        """End the answer begun: no response follows."""
+
+
+# What answers a request once the shell has found its model ready: it decodes the request, calls
+# the model, and sends through the exchange what the wire hands back (today one response; a
+# streaming body, one per value the model yields). It counts the model's statistics.
+Body = Callable[[ServedModel, Exchange[Response], RequestTimes], Awaitable[Response]]
 
 
 class CoreOptions(TypedDict, total=False):
@@ -352,8 +380,15 @@ class ServerCore:
 
     # The inference path
 
-    async def infer(self, name: str, version: str | None, exchange: Exchange[Response]) -> Response:
-        """One inference on the model `name` (`version`, or the newest), from request to response."""
+    async def infer(
+        self, name: str, version: str | None, exchange: Exchange[Response], body: Body[Response] | None = None
+    ) -> Response:
+        """One inference on the model `name` (`version`, or the newest), from request to answer.
+
+        This is the shell every request goes through, whatever answers it: the lookup, the wait for
+        readiness, the request's times, its status and the access log line, the client that left.
+        `body` answers it (`answer_once` unless given) and returns what `infer` returns.
+        """
         try:
             model = self.served.get(name, version)  # the hot path: no coroutine for a model that is there
         except NotFound:
@@ -363,28 +398,14 @@ class ServerCore:
             if model.state != "READY":
                 await model.ensure_ready()
             times = RequestTimes(start=now())
-            status, sent = 500, 0
+            status = 500
             try:
-                request = await exchange.decode(model)
-                times.decoded = now()
-                try:
-                    result = await self._call(model, request, times)
-                    returned = now()
-                    times.returned = True
-                    try:
-                        response = exchange.encode(model, request, *model_outputs(model, request, result))
-                    except ModelError as error:
-                        raise _logged(model, error) from error.__cause__
-                except OIPError:
-                    if times.called:  # the model ran, or was about to: its failure, counted once
-                        model.statistics.failed(times, now())
-                    raise
-                built = now()
-                times.output = built - returned
-                model.statistics.succeeded(times, built)
-                sent = await exchange.send(response)
+                if body is None:  # a method call: no bound method made on the hot path
+                    answer = await self.answer_once(model, exchange, times)
+                else:
+                    answer = await body(model, exchange, times)
                 status = 200
-                return response
+                return answer
             except OIPError as error:
                 status = error.status_code
                 raise
@@ -393,16 +414,41 @@ class ServerCore:
                 raise
             finally:
                 if self.access_log:
-                    _log_access(model, status, exchange.received, sent, times)
+                    _log_access(model, status, exchange, times)
         finally:
             model.release()
 
-    async def _call(self, model: ServedModel, request: DecodedRequest, times: RequestTimes) -> Outputs:
-        if self._tracer is None:
-            return await model(request.inputs, request.parameters, times, request.input_parameters)
+    async def answer_once(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Response:
+        """The unary body: the model called once, its one response sent whole; that response."""
+        request = await exchange.decode(model)
+        times.decoded = now()
+        try:
+            # The model's call inline, not in a helper coroutine: one frame fewer on the hot path.
+            if self._tracer is None:
+                result = await model(request, times)
+            else:
+                result = await self._traced(model, request, times)
+            returned = now()
+            times.returned = True
+            try:
+                response = exchange.encode(model, request, *model_outputs(model, request, result))
+            except ModelError as error:
+                raise _logged(model, error) from error.__cause__
+        except OIPError:
+            if times.called:  # the model ran, or was about to: its failure, counted once
+                model.statistics.failed(times, now())
+            raise
+        built = now()
+        times.output = built - returned
+        model.statistics.succeeded(times, built)
+        await exchange.send(response)
+        return response
+
+    async def _traced(self, model: ServedModel, request: DecodedRequest, times: RequestTimes) -> Outputs:
+        assert self._tracer is not None
         attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
         with self._tracer.start_as_current_span(f"oip.model {model.name}", attributes=attributes) as span:
-            result = await model(request.inputs, request.parameters, times, request.input_parameters)
+            result = await model(request, times)
             span.set_attribute("oip.batch_size", times.batch_size)
             return result
 
@@ -426,17 +472,18 @@ def _logged(model: ServedModel, error: ModelError) -> ModelError:
     )
 
 
-def _log_access(model: ServedModel, status: int, received: int, sent: int, times: RequestTimes) -> None:
-    """One line per inference, for deployments without metrics: durations in microseconds."""
+def _log_access(model: ServedModel, status: int, exchange: Exchange[Any], times: RequestTimes) -> None:
+    """One line per request, however many responses, for deployments without metrics: durations in microseconds."""
     input_us = (times.decoded - times.start) // 1000 if times.decoded else 0
     access_logger.info(
-        "model=%s version=%s status=%d bytes_in=%d bytes_out=%d queue_us=%d compute_input_us=%d "
+        "model=%s version=%s status=%d bytes_in=%d bytes_out=%d responses=%d queue_us=%d compute_input_us=%d "
         "compute_infer_us=%d compute_output_us=%d total_us=%d",
         model.name,
         model.version,
         status,
-        received,
-        sent,
+        exchange.received,
+        exchange.sent,
+        exchange.responses,
         (times.started - times.submitted) // 1000,
         input_us,
         (times.ended - times.started) // 1000,

@@ -12,16 +12,16 @@ import asyncio
 import inspect
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
-import numpy as np
 
 from .._declarations.errors import ModelError, ModelNotReady, OIPError
 from .._declarations.model import Model, Outputs
 from .batching import Batcher
+from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
 from .workers import Escaped, WorkerPool
 
@@ -35,7 +35,6 @@ VERSION_TRANSITIONS: dict[State, frozenset[State]] = {
     "UNAVAILABLE": frozenset({"UNLOADING"}),  # failed to load
     "UNLOADING": frozenset({"UNAVAILABLE"}),  # unloaded
 }
-InputParameters = Mapping[str, Mapping[str, Any]]
 
 
 def error_id() -> str:
@@ -166,14 +165,8 @@ class ServedModel:
         except Exception:  # the server goes on: the model is gone from it either way
             logger.exception("model %r (version %s) failed to unload", self.name, self.version)
 
-    async def __call__(
-        self,
-        inputs: Mapping[str, np.ndarray],
-        parameters: Mapping[str, Any],
-        times: RequestTimes | None = None,
-        input_parameters: InputParameters | None = None,
-    ) -> Outputs:
-        """The user's function on `inputs` (and the parameters it asks for), run off the event loop.
+    async def __call__(self, request: DecodedRequest, times: RequestTimes) -> Outputs:
+        """The user's function on `request` (its inputs, and the parameters it asks for), off the event loop.
 
         A batched model answers with this request's rows of its batch's result. `times` gets the
         request's queue and model-call times, for the statistics (the core records them).
@@ -183,43 +176,30 @@ class ServedModel:
             raise ModelNotReady(f"model '{self.name}' is busy: {limit} requests already in flight, retry later")
         self.in_flight += 1
         try:
-            if times is None:
-                times = RequestTimes()
             times.called = True
             times.submitted = now()
             if self.batcher is not None:
-                share: Outputs = await self.batcher.submit(inputs, parameters, input_parameters or {}, times)
+                share: Outputs = await self.batcher.submit(request, times)
                 return share
-            return await self.invoke(inputs, parameters, input_parameters or {}, times)
+            return await self.invoke(request, times)
         finally:
             self.in_flight -= 1
 
-    async def invoke(
-        self,
-        inputs: Mapping[str, np.ndarray],
-        parameters: Mapping[str, Any],
-        input_parameters: InputParameters,
-        call: CallTimes,
-    ) -> Outputs:
+    async def invoke(self, request: DecodedRequest, call: CallTimes) -> Outputs:
         """One call of the user's function; what it raises, unless an `OIPError`, becomes a logged `ModelError`."""
         model = self.model
-        kwargs: Mapping[str, Any] = inputs
-        if model.takes_parameters or model.takes_input_parameters:
-            kwargs = dict(inputs)
-            if model.takes_parameters:
-                kwargs["parameters"] = parameters
-            if model.takes_input_parameters:
-                kwargs["input_parameters"] = {name: input_parameters.get(name, {}) for name in inputs}
         result: Outputs
         try:
             if model.is_async:
+                plain = not (model.takes_parameters or model.takes_input_parameters)
+                kwargs = request.inputs if plain else arguments(model, request)
                 call.started = now()
                 try:
                     result = await model.predict(**kwargs)  # type: ignore[misc]  # checked at construction
                 finally:
                     call.ended = now()
             else:
-                result = await self.pool.run(_timed, {"function": model.predict, "kwargs": kwargs, "call": call})
+                result = await self.pool.run(_timed, model, request, call)
                 if inspect.isawaitable(result):
                     result = await result
         except OIPError:
@@ -243,9 +223,22 @@ class ServedModel:
         return result
 
 
-def _timed(function: Callable[..., Any], kwargs: Mapping[str, Any], call: CallTimes) -> Any:
+def arguments(model: Model, request: DecodedRequest) -> dict[str, Any]:
+    """The keyword arguments of `model`'s function, which asks for parameters, for `request`."""
+    kwargs: dict[str, Any] = dict(request.inputs)
+    if model.takes_parameters:
+        kwargs["parameters"] = request.parameters
+    if model.takes_input_parameters:
+        given = request.input_parameters
+        kwargs["input_parameters"] = {name: given.get(name, {}) for name in request.inputs}
+    return kwargs
+
+
+def _timed(model: Model, request: DecodedRequest, call: CallTimes) -> Any:
+    plain = not (model.takes_parameters or model.takes_input_parameters)
+    kwargs = request.inputs if plain else arguments(model, request)  # here: off the event loop
     call.started = now()  # on the worker thread: the wait for it was the queue
     try:
-        return function(**kwargs)
+        return model.predict(**kwargs)
     finally:
         call.ended = now()

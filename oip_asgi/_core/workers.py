@@ -19,7 +19,7 @@ import os
 import queue
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 DEFAULT_MAX_THREADS = 40  # anyio's default, which sync models had before
@@ -36,9 +36,7 @@ class Escaped(Exception):
         self.exception = exception
 
 
-_Job = tuple[
-    asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], Mapping[str, Any]
-]
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 
 
 class WorkerPool:
@@ -60,8 +58,8 @@ class WorkerPool:
     def threads(self) -> int:
         return self._threads
 
-    def run(self, function: Callable[..., Any], kwargs: Mapping[str, Any]) -> asyncio.Future[Any]:
-        """`function(**kwargs)` on a worker thread, in the caller's context; await the future for its result."""
+    def run(self, function: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """`function(*args)` on a worker thread, in the caller's context; await the future for its result."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self._lock:
@@ -70,7 +68,7 @@ class WorkerPool:
             elif self._threads < self.max_threads:
                 self._threads += 1
                 threading.Thread(target=self._work, args=(self._jobs,), name="oip-asgi-model", daemon=True).start()
-            self._jobs.put((loop, future, contextvars.copy_context(), function, kwargs))
+            self._jobs.put((loop, future, contextvars.copy_context(), function, args))
         return future
 
     def shutdown(self) -> None:
@@ -87,9 +85,9 @@ class WorkerPool:
             job = jobs.get()
             if job is None:
                 return
-            loop, future, context, function, kwargs = job
+            loop, future, context, function, args = job
             try:
-                result, error = context.run(function, **kwargs), None
+                result, error = context.run(function, *args), None
             except Exception as exc:
                 result, error = None, exc
             except BaseException as exc:  # SystemExit from argparse, say: the call's failure, not the thread's
@@ -105,7 +103,7 @@ class WorkerPool:
                 loop.call_soon_threadsafe(_settle, future, result, error)
             except RuntimeError:  # the loop has closed: nobody is waiting
                 pass
-            del job, future, result, error, function, kwargs  # hold nothing between jobs
+            del job, future, result, error, function, args  # hold nothing between jobs
 
 
 def _reset_after_fork(pool: weakref.ref[WorkerPool]) -> None:

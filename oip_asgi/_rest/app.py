@@ -24,10 +24,13 @@ from .openapi import OpenAPI
 from .paths import route_path
 from .request import read_request
 from .responses import (
+    EVENT_STREAM,
     JSON,
     OCTET_STREAM,
+    ResponseStream,
     SendFailed,
     choose_encoding,
+    event,
     inference_response,
     send_error,
     send_json,
@@ -251,9 +254,10 @@ class OIPApp:
 
 
 class _RESTExchange:
-    """An inference request on HTTP: its body read as it streams in, its response sent in slices."""
+    """An inference request on HTTP: its body read as it streams in; its one response sent in slices,
+    or its several responses as server-sent events, each the JSON of one response."""
 
-    __slots__ = ("_app", "_headers", "_reader", "_receive", "_send")
+    __slots__ = ("_app", "_headers", "_reader", "_receive", "_send", "_stream", "responses", "sent")
 
     def __init__(self, app: OIPApp, scope: Scope, receive: Receive, send: Send) -> None:
         self._app = app
@@ -261,6 +265,8 @@ class _RESTExchange:
         self._receive = receive
         self._send = send
         self._reader: BodyReader | None = None
+        self._stream: ResponseStream | None = None
+        self.sent = self.responses = 0
 
     @property
     def received(self) -> int:
@@ -287,11 +293,29 @@ class _RESTExchange:
     ) -> tuple[bytes, list[bytes | memoryview]]:
         return inference_response(model, request, outputs, parameters)
 
-    async def send(self, response: tuple[bytes, list[bytes | memoryview]]) -> int:
+    async def send(self, response: tuple[bytes, list[bytes | memoryview]]) -> None:
         header, binary = response
         headers = [OCTET_STREAM, (b"inference-header-content-length", str(len(header)).encode())] if binary else [JSON]
         encoding = choose_encoding(self._headers.get(b"accept-encoding"))
-        return await send_response(self._send, 200, headers, [header, *binary], encoding=encoding)
+        self.sent = await send_response(self._send, 200, headers, [header, *binary], encoding=encoding)
+        self.responses = 1
+
+    async def start(self) -> None:
+        # Uncompressed: an event must reach the client when it is sent, not when a compressor's block fills.
+        self._stream = ResponseStream(self._send)
+        await self._stream.start(200, [EVENT_STREAM, (b"cache-control", b"no-cache")])
+
+    async def send_next(self, response: tuple[bytes, list[bytes | memoryview]]) -> None:
+        assert self._stream is not None, "send_next before start"
+        header, binary = response
+        if binary:  # the event is text: its tensors can only be JSON
+            raise BadRequest("binary outputs cannot be sent as server-sent events; ask for their data as JSON")
+        await self._stream.send(event(header))
+        self.sent, self.responses = self._stream.sent, self.responses + 1
+
+    async def finish(self) -> None:
+        assert self._stream is not None, "finish before start"
+        await self._stream.finish()
 
 
 def _body_headers(scope: Scope) -> dict[bytes, str]:

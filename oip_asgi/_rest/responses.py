@@ -22,6 +22,7 @@ from .schemas import InferenceResponse, ResponseOutput, encoder
 
 JSON = (b"content-type", b"application/json")
 OCTET_STREAM = (b"content-type", b"application/octet-stream")
+EVENT_STREAM = (b"content-type", b"text/event-stream")
 SLICE = 1 << 20
 _COMPRESSORS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
@@ -46,38 +47,67 @@ async def send_response(
     encoding: str | None = None,
 ) -> int:
     """Send a response whose body is `parts`, in slices of at most `SLICE` bytes (compressed with
-    `encoding`, gzip or deflate, when given); the body's bytes. Every response goes out here.
+    `encoding`, gzip or deflate, when given); the body's bytes. Every whole response goes out here.
 
     A client that left is a `ClientDisconnected` (ASGI servers raise an OSError on its connection);
     any other failure a `SendFailed`.
     """
-    try:
-        return await _send(send, status, headers, parts, encoding)
+    try:  # the sending inline, not in a coroutine of its own: one frame fewer for every response
+        if encoding is not None:
+            return await _send_compressed(send, status, headers, parts, encoding)
+        size = sum(map(len, parts))
+        await send({"type": "http.response.start", "status": status, "headers": [*headers, _length(size)]})
+        if len(parts) == 1 and size <= SLICE:  # the common case: one message, the body as it is
+            await send({"type": "http.response.body", "body": bytes(parts[0])})
+            return size
+        slices = [piece for part in parts for piece in iter_slices(part, SLICE)] or [b""]
+        last = len(slices) - 1
+        for index, piece in enumerate(slices):
+            await send({"type": "http.response.body", "body": bytes(piece), "more_body": index < last})
+        return size
     except OSError as exc:
         raise ClientDisconnected from exc
     except Exception as exc:
         raise SendFailed from exc
 
 
-async def _send(
-    send: Send,
-    status: int,
-    headers: list[tuple[bytes, bytes]],
-    parts: Sequence[bytes | memoryview],
-    encoding: str | None,
-) -> int:
-    if encoding is not None:
-        return await _send_compressed(send, status, headers, parts, encoding)
-    size = sum(map(len, parts))
-    await send({"type": "http.response.start", "status": status, "headers": [*headers, _length(size)]})
-    if len(parts) == 1 and size <= SLICE:  # the common case: one message, the body as it is
-        await send({"type": "http.response.body", "body": bytes(parts[0])})
-        return size
-    slices = [piece for part in parts for piece in iter_slices(part, SLICE)] or [b""]
-    last = len(slices) - 1
-    for index, piece in enumerate(slices):
-        await send({"type": "http.response.body", "body": bytes(piece), "more_body": index < last})
-    return size
+class ResponseStream:
+    """A response sent in parts as they come: its status and headers once, then each part at once
+    (a body message of its own, which the server flushes), then its end. Its length is not known
+    ahead, so it has no Content-Length (an HTTP/1.1 server sends it chunked).
+
+    Each step fails as `send_response` does: a client that left is a `ClientDisconnected`, any
+    other failure a `SendFailed`.
+    """
+
+    __slots__ = ("_send", "sent")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.sent = 0  # the body's bytes so far
+
+    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        await self._message({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def send(self, part: bytes) -> None:
+        await self._message({"type": "http.response.body", "body": part, "more_body": True})
+        self.sent += len(part)
+
+    async def finish(self) -> None:
+        await self._message({"type": "http.response.body", "body": b""})
+
+    async def _message(self, message: dict[str, Any]) -> None:
+        try:
+            await self._send(message)
+        except OSError as exc:
+            raise ClientDisconnected from exc
+        except Exception as exc:
+            raise SendFailed from exc
+
+
+def event(data: bytes) -> bytes:
+    """`data` (JSON on one line) as one server-sent event."""
+    return b"data: " + data + b"\n\n"
 
 
 async def send_json(send: Send, status: int, content: Any) -> None:

@@ -91,23 +91,64 @@ async def _first_within(requests: AsyncIterator[bytes], timeout: float, context:
         yield request
 
 
-class _GRPCExchange:
-    """An inference request in a ModelInferRequest: parsed already, its response serialized for grpcio."""
+class _Outlet:
+    """One request's responses on a ModelStreamInfer call, in the order sent, until its end.
 
-    __slots__ = ("_raw", "_request", "_stream_field", "_typed", "received")
+    The call sends the requests' outlets one after the other, each until its end: answers keep
+    their requests' order. `put_taken` returns once the call has handed the message to grpcio, so a
+    request that answers many times goes no faster than its client reads.
+    """
+
+    __slots__ = ("_messages", "ended")
+
+    def __init__(self) -> None:
+        self._messages: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.ended = False
+
+    def put(self, message: bytes) -> None:
+        assert not self.ended, "a response after the end of a request's responses"
+        self._messages.put_nowait(message)
+
+    async def put_taken(self, message: bytes) -> None:
+        self.put(message)
+        await self._messages.join()
+
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self._messages.put_nowait(None)
+
+    async def next(self) -> bytes | None:
+        """The next message, once the previous one was sent; None at the end."""
+        return await self._messages.get()
+
+    def taken(self) -> None:
+        self._messages.task_done()
+
+
+class _GRPCExchange:
+    """An inference request in a ModelInferRequest: parsed already, its responses serialized for grpcio.
+
+    On ModelInfer its one response is what the handler returns; on ModelStreamInfer its responses go
+    to its `outlet`, which the call sends in order.
+    """
+
+    __slots__ = ("_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses", "sent")
 
     def __init__(
         self,
         request: pb.ModelInferRequest,
         raw: Sequence[bytes | memoryview],
         received: int,
-        stream_field: int | None = None,
+        outlet: _Outlet | None = None,
     ) -> None:
         self._request = request
         self._raw = raw
-        self._stream_field = stream_field
+        self._outlet = outlet
+        self._stream_field = None if outlet is None else _STREAM_RESPONSE_FIELD
         self._typed = False
         self.received = received
+        self.sent = self.responses = 0
 
     async def decode(self, model: ServedModel) -> DecodedRequest:
         decoded, self._typed = decode_request(self._request, model, self._raw)
@@ -122,8 +163,29 @@ class _GRPCExchange:
     ) -> bytes:
         return serialize(*encode_response(model, request, outputs, parameters, self._typed), self._stream_field)
 
-    async def send(self, response: bytes) -> int:
-        return len(response)  # grpcio sends what the handler returns
+    async def send(self, response: bytes) -> None:
+        self.sent, self.responses = len(response), 1
+        if self._outlet is not None:
+            self._outlet.put(response)
+            self._outlet.end()
+        # On ModelInfer grpcio sends what the handler returns.
+
+    async def start(self) -> None:
+        if self._outlet is None:
+            raise BadRequest(
+                f"model {quoted(self._request.model_name)} answers with several responses, "
+                "which ModelInfer cannot carry; use ModelStreamInfer"
+            )
+
+    async def send_next(self, response: bytes) -> None:
+        assert self._outlet is not None, "send_next before start"
+        await self._outlet.put_taken(response)
+        self.sent += len(response)
+        self.responses += 1
+
+    async def finish(self) -> None:
+        assert self._outlet is not None, "finish before start"
+        self._outlet.end()
 
 
 class InferenceService:
@@ -250,48 +312,64 @@ class InferenceService:
         return pb.RepositoryModelUnloadResponse()
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
-        """Triton's streaming extension: every request answered in order, a failed one in its error_message."""
+        """Triton's streaming extension: each request's responses in order, a failed one in its error_message."""
         restriction = self.restrictions.get("inference")
         if restriction is not None:  # ended before a request is read, as Triton does
             await _check(restriction, context)
         if self.stream_first_request_timeout is not None:
             requests = _first_within(requests, self.stream_first_request_timeout, context)
         loop = asyncio.get_running_loop()
-        pending: asyncio.Queue[asyncio.Task[bytes] | None] = asyncio.Queue()
+        # The call's output queue: each request's outlet, in the order the requests came.
+        pending: asyncio.Queue[tuple[asyncio.Task[None], _Outlet] | None] = asyncio.Queue()
         window = asyncio.Semaphore(STREAM_WINDOW)
 
         async def read() -> None:
             try:
                 async for body in requests:
                     await window.acquire()
-                    pending.put_nowait(loop.create_task(self._stream_one(body)))
+                    outlet = _Outlet()
+                    pending.put_nowait((loop.create_task(self._stream_one(body, outlet)), outlet))
             finally:
                 pending.put_nowait(None)
 
         reader = loop.create_task(read())
+        task = None
         try:
-            while (task := await pending.get()) is not None:
-                yield await task
+            while (item := await pending.get()) is not None:
+                task, outlet = item
+                while (message := await outlet.next()) is not None:
+                    yield message  # returns once grpcio has sent it
+                    outlet.taken()
+                outlet.taken()
+                await task
                 window.release()
             await reader  # the client's half ended, or broke: its error ends the call
         finally:
             reader.cancel()
+            if task is not None:
+                task.cancel()  # the request being sent, when the call ends before its responses do
             while not pending.empty():
                 left = pending.get_nowait()
                 if left is not None:
-                    left.cancel()
+                    left[0].cancel()
 
-    async def _stream_one(self, body: bytes) -> bytes:
+    async def _stream_one(self, body: bytes, outlet: _Outlet) -> None:
         request = None
         try:
-            request, raw = parse_request(body)
-            exchange = _GRPCExchange(request, raw, len(body), _STREAM_RESPONSE_FIELD)
-            return await self.core.infer(request.model_name, request.model_version or None, exchange)
-        except Exception as exc:
-            error = self.core.answer(exc, "gRPC ModelStreamInfer")
-        failed = pb.ModelStreamInferResponse(error_message=error.message)
-        if request is not None:  # the id, so that a client matches the error to its request
-            failed.infer_response.id = request.id
-            failed.infer_response.model_name = request.model_name
-            failed.infer_response.model_version = request.model_version
-        return failed.SerializeToString()
+            try:
+                request, raw = parse_request(body)
+                exchange = _GRPCExchange(request, raw, len(body), outlet)
+                await self.core.infer(request.model_name, request.model_version or None, exchange)
+                return
+            except Exception as exc:
+                error = self.core.answer(exc, "gRPC ModelStreamInfer")
+            if outlet.ended:  # its responses have ended: the server's log is the only place left for it
+                return
+            failed = pb.ModelStreamInferResponse(error_message=error.message)
+            if request is not None:  # the id, so that a client matches the error to its request
+                failed.infer_response.id = request.id
+                failed.infer_response.model_name = request.model_name
+                failed.infer_response.model_version = request.model_version
+            outlet.put(failed.SerializeToString())
+        finally:
+            outlet.end()  # whatever happened: the call goes on to the next request
