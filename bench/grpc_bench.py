@@ -20,6 +20,7 @@ gRPC ports were already open (MLServer, PyTriton), KServe's with `enable_grpc=Tr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -60,6 +61,8 @@ class Peer:
 PEERS = {
     "floor": Peer(LOADGEN_ENV, LOADGEN_REQUIREMENTS, "grpc_floor_app.py", ("--grpc-port",)),
     "ours": Peer(LOADGEN_ENV, LOADGEN_REQUIREMENTS, "ours_grpc_app.py", ("--grpc-port",)),
+    # ours at another commit (--base DIR, a checkout of it), in the same rounds; its PYTHONPATH is set in main.
+    "base": Peer(LOADGEN_ENV, LOADGEN_REQUIREMENTS, "ours_grpc_app.py", ("--grpc-port",)),
     "mlserver": Peer(
         "mlserver",
         envs.SPECS["mlserver"].requirements,
@@ -246,6 +249,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--servers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
     parser.add_argument("--workloads", default="G1,G2,G4")
     parser.add_argument("--keep-memory", action="store_true", help="every server with glibc keeping its memory")
+    parser.add_argument("--base", type=Path, help="serve 'base' from this checkout of oip-asgi (another commit)")
     parser.add_argument("--results", type=Path, help="default: bench/results/grpc (grpc-keep-memory)")
     args = parser.parse_args(argv)
     if args.results is None:
@@ -255,6 +259,10 @@ def main(argv: list[str]) -> None:
     args.warmup = args.warmup if args.warmup is not None else (0.0 if args.quick else 1.0)
     args.workloads = args.workloads.split(",")
     names = [name for name in PEERS if name in args.servers.split(",")]
+    if "base" in names:
+        if args.base is None:
+            parser.error("the server 'base' needs --base DIR, a checkout of the commit to compare with")
+        PEERS["base"] = dataclasses.replace(PEERS["base"], environment=(("PYTHONPATH", str(args.base.resolve())),))
     run = Run()
 
     reason = envs.ensure_env(LOADGEN_ENV, LOADGEN_REQUIREMENTS)
