@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 from .._core.inference import DecodedRequest, OutputTensor
 from .._core.server import CoreOptions, ServerCore
 from .._core.serving import ServedModel
+from .._core.unsupported import unsupported
 from .._declarations.errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, quoted
 from .._declarations.model import ModelsArgument
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
@@ -115,6 +116,11 @@ class OIPApp:
             Route(r"/repository/index/?", {"POST": self._repository_index}, "model-repository"),
             Route(r"/repository/models/(?P<name>[^/]+)/load/?", {"POST": self._load_model}, "model-repository"),
             Route(r"/repository/models/(?P<name>[^/]+)/unload/?", {"POST": self._unload_model}, "model-repository"),
+            # Triton's extensions this server does not offer: each says so, and what to do instead.
+            Route(r"/systemsharedmemory(?:/.*)?", _unsupported("shared-memory", "system"), "shared-memory"),
+            Route(r"/cudasharedmemory(?:/.*)?", _unsupported("shared-memory", "cuda"), "shared-memory"),
+            Route(r"(?:/models/[^/]+)?/trace/setting/?", _unsupported("trace"), "trace"),
+            Route(r"/logging/?", _unsupported("logging"), "logging"),
         ]
 
     async def load(self) -> None:
@@ -316,6 +322,15 @@ class _RESTExchange:
     async def finish(self) -> None:
         assert self._stream is not None, "finish before start"
         await self._stream.finish()
+
+
+def _unsupported(group: str, kind: str = "") -> dict[str, Endpoint]:
+    """The endpoints of an extension this server does not offer (Triton's GET and POST): each answers why not."""
+
+    async def refuse(scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        raise unsupported(group, kind)
+
+    return {"GET": refuse, "POST": refuse}
 
 
 def _body_headers(scope: Scope) -> dict[bytes, str]:

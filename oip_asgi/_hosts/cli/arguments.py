@@ -146,8 +146,8 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="API[,API...]:KEY=VALUE",
         help="serve these groups of REST endpoints only to requests with the header KEY: VALUE (others get 403); "
-        "groups: health, metadata, inference, model-config, model-repository, statistics (and Triton's "
-        "shared-memory, trace, logging); repeatable with different keys",
+        "groups: health, metadata, inference, model-config, model-repository, statistics, shared-memory, trace, "
+        "logging; repeatable with different keys",
     )
     security.add_argument(
         "--grpc-restricted-protocol",
