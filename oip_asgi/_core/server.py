@@ -123,6 +123,7 @@ class CoreOptions(TypedDict, total=False):
     access_log: bool
     model_repository: ModelRepository | str | os.PathLike[str] | None
     load_switch_interval: float | None
+    strict_readiness: bool
 
 
 class NoRepository(OIPError, status_code=404, grpc_code="UNIMPLEMENTED"):
@@ -145,6 +146,7 @@ class ServerCore:
         access_log: bool = False,
         model_repository: ModelRepository | str | os.PathLike[str] | None = None,
         load_switch_interval: float | None = None,
+        strict_readiness: bool = True,
     ) -> None:
         self.pool = WorkerPool(max_threads)  # the threads this server's sync models run on
         self.served = ServedModels()
@@ -154,6 +156,7 @@ class ServerCore:
         self.code_models = frozenset(self.served.names())
         self.max_body_size = max_body_size  # the largest request, on any wire
         self.expose_errors = expose_errors
+        self.strict_readiness = strict_readiness
         self.access_log = access_log
         if access_log:
             show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
@@ -235,9 +238,15 @@ class ServerCore:
 
     @property
     def ready(self) -> bool:
-        if self.control is not None and not self.control.ready:
+        """Every model serves; or, without `strict_readiness`, the start-up loads have ended, whatever came of
+        them (Triton's ``--strict-readiness=false``: a model that failed to load leaves the server ready)."""
+        if self.strict_readiness:
+            if self.control is not None and not self.control.ready:
+                return False
+            return all(model.ready for model in self.served.all())
+        if self.control is not None and not self.control.has_started:
             return False
-        return all(model.ready for model in self.served.all())
+        return all(model.state != "LOADING" for model in self.served.all())
 
     async def put_model(
         self,

@@ -377,6 +377,9 @@ def oip_app(models: ModelsArgument | None = None, **options: Unpack[AppOptions])
     `restricted_apis` serves groups of endpoints only to requests that carry a header, as Triton's
     ``--http-restricted-api``: rules such as ``"model-repository,statistics:admin-key=secret"``, or a
     mapping ``{"model-repository": ("admin-key", "secret")}`` (docs/security.md).
+    `strict_readiness=False` (Triton's ``--strict-readiness=false``) makes ``/v2/health/ready`` true once the
+    models' loads at start have ended, even where some failed (each model's own readiness tells which);
+    by default, as Triton's, it is true only while every model serves.
     `expose_errors=False` keeps the text of a model's own exceptions out of responses: the client gets
     an error id that matches the line in the ``oip_asgi`` log holding the message and traceback.
     """
