@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -97,7 +98,10 @@ def serving(
             try:
                 process.wait(stop_timeout)
             except subprocess.TimeoutExpired:
-                process.kill()
+                # Its whole process group: what it started (a Ray instance's raylet and workers, say) would
+                # otherwise outlive it and slow every test after.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
                 process.wait(10)
 
 
