@@ -98,3 +98,38 @@ def test_grpc_such_rpcs_are_behind_their_restricted_group() -> None:
             with pytest.raises(grpc.RpcError) as answered:
                 call(b"", metadata=[("triton-grpc-protocol-k", "v")], timeout=10)
             assert answered.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+@pytest.mark.slow
+def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None:
+    """tritonclient's shared-memory, trace and log calls, over both wires, against `oip-asgi serve --http-port`."""
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    from ._servers import HOST, free_port, serving
+
+    port, grpc_port = free_port(), free_port()
+    argv = ["-m", "oip_asgi", "serve", "tests.apps_guard:models", "--host", HOST, "--http-port", str(port)]
+    with serving([*argv, "--grpc-port", str(grpc_port), "--log-level", "warning"], port) as server:
+        http = httpclient.InferenceServerClient(server.address)
+        rpc = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
+        try:
+            calls = {
+                "system shared memory": [http.get_system_shared_memory_status, rpc.get_system_shared_memory_status],
+                "CUDA shared memory": [
+                    lambda: http.unregister_cuda_shared_memory("r"),
+                    rpc.get_cuda_shared_memory_status,
+                ],
+                "trace extension": [http.get_trace_settings, rpc.get_trace_settings],
+                "logging extension": [http.get_log_settings, rpc.get_log_settings],
+            }
+            for what, clients in calls.items():
+                for call in clients:
+                    with pytest.raises(InferenceServerException) as refused:
+                        call()
+                    assert f"this server does not offer Triton's {what}" in str(refused.value), what
+                    assert INSTEAD[what] in str(refused.value), what
+        finally:
+            http.close()
+            rpc.close()
