@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 # How long `serve run` may take to stop after SIGINT, from Ray's own bounds: the command waits up to 30 s for
 # the Serve controller's graceful shutdown (ServeControllerClient.shutdown), within which a replica drains
 # (graceful_shutdown_wait_loop_s, 2 s, once idle); ray.shutdown then gives each process of its instance a
-# second after SIGTERM before SIGKILL. It takes about 7 s here, also with the machine loaded.
+# second after SIGTERM before SIGKILL. It takes about 7 s here, also with the machine loaded. (It never
+# stopped where the test run ignored SIGINT, as one started in the background does: `serving` sees to it.)
 STOP_BUDGET = 60
 START_BUDGET = 120  # a local Ray instance takes 20 to 45 s to start here
 
