@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -73,14 +75,15 @@ def serving(
         log = Path(directory, "server.log")
         with log.open("wb") as sink:
             # Its own session, so that a Ctrl-C meant for pytest does not reach it before the cleanup does.
-            process = subprocess.Popen(
-                [sys.executable, *argv],
-                cwd=ROOT,
-                env={**child_env(), **(env or {})},
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            with _sigint_heard():
+                process = subprocess.Popen(
+                    [sys.executable, *argv],
+                    cwd=ROOT,
+                    env={**child_env(), **(env or {})},
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         try:
             url = f"http://{HOST}:{port}{ready_path}"
             deadline = time.monotonic() + timeout
@@ -97,8 +100,30 @@ def serving(
             try:
                 process.wait(stop_timeout)
             except subprocess.TimeoutExpired:
-                process.kill()
+                # Its whole process group: what it started (a Ray instance's raylet and workers, say) would
+                # otherwise outlive it and slow every test after.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
                 process.wait(10)
+
+
+@contextmanager
+def _sigint_heard() -> Iterator[None]:
+    """A child started in this block hears SIGINT, as a terminal's Ctrl-C finds it, even where this run ignores it.
+
+    A test run started in the background of a non-interactive shell (``pytest &``, nohup) ignores SIGINT, and
+    its children inherit that; Python then raises no KeyboardInterrupt, so `serve run` (Ray) stopped by SIGINT
+    never stopped (issue 30: "returncode -9 after SIGINT"). A handled signal is reset by exec, an ignored one is
+    not: handled here for the moment of the Popen, the child starts with the default.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextmanager

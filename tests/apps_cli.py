@@ -1,7 +1,8 @@
 """Models for the `oip-asgi serve` tests, which tell the test what happened through files.
 
 ``OIP_TEST_EVENTS`` names a file each process appends lines to ("import <pid>", "load <pid>",
-"start <pid>"); ``OIP_TEST_GATE`` names a file whose existence lets the `gated` model finish loading.
+"start <pid>"); ``OIP_TEST_GATE`` names a file whose existence lets the `gated` model finish loading
+and the `slow` model answer.
 """
 
 from __future__ import annotations
@@ -33,8 +34,13 @@ async def which_process(X: np.ndarray) -> np.ndarray:
 
 
 async def slow(SECONDS: np.ndarray) -> np.ndarray:
+    """Answers after SECONDS, or as soon as the file ``OIP_TEST_GATE`` names appears: a test opens the gate
+    once the event it waits for has happened, instead of sleeping through a guess of how long that takes."""
     record("start")
-    await asyncio.sleep(float(SECONDS[0]))
+    gate = os.environ.get("OIP_TEST_GATE")
+    deadline = time.monotonic() + float(SECONDS[0])
+    while time.monotonic() < deadline and not (gate and Path(gate).exists()):
+        await asyncio.sleep(0.01)
     return SECONDS
 
 

@@ -414,14 +414,18 @@ def test_two_workers_each_load_once_serve_both_and_survive_a_kill(tmp_path: Path
 @pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.slow
 def test_sigterm_lets_a_slow_request_finish_then_exits_0(tmp_path: Path, workers: str) -> None:
-    log = tmp_path / "events"
-    with served("tests.apps_cli:models", "--workers", workers, events=log) as server:
-        request = {"inputs": [{"name": "SECONDS", "datatype": "FP32", "shape": [1], "data": [1.5]}]}
+    log, gate = tmp_path / "events", tmp_path / "gate"
+    # At INFO, uvicorn's "Shutting down" tells when the server has begun to stop.
+    options = ("--workers", workers, "--log-level", "info")
+    with served("tests.apps_cli:models", *options, events=log, env={"OIP_TEST_GATE": str(gate)}) as server:
+        request = {"inputs": [{"name": "SECONDS", "datatype": "FP32", "shape": [1], "data": [30]}]}
         with ThreadPoolExecutor(1) as pool:
-            answer = pool.submit(post, server.address, "slow", request)
+            answer = pool.submit(post, server.address, "slow", request, timeout=30)
             wait_for(lambda: events(log, "start"))
             os.kill(server.pid, signal.SIGTERM)
-            assert answer.result(timeout=10)["outputs"][0]["data"] == [1.5]
+            wait_for(lambda: "Shutting down" in server.output())  # the request is still in flight: now let it end
+            gate.touch()
+            assert answer.result(timeout=30)["outputs"][0]["data"] == [30]
         assert server.process.wait(10) == 0
         assert "Traceback" not in server.output()
 

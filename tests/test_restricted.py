@@ -29,6 +29,10 @@ REST = {
     "model-config": ("GET", "/models/identity/config", None),
     "model-repository": ("POST", "/repository/index", {}),
     "statistics": ("GET", "/models/stats", None),
+    # The extensions this server does not offer: their endpoints answer 501 saying so, behind their guard.
+    "shared-memory": ("GET", "/systemsharedmemory/status", None),
+    "trace": ("GET", "/trace/setting", None),
+    "logging": ("POST", "/logging", {"log_info": True}),
 }
 GRPC: dict[str, tuple[str, Any]] = {
     "health": ("ServerLive", pb.ServerLiveRequest()),
@@ -42,6 +46,10 @@ GRPC: dict[str, tuple[str, Any]] = {
     "model-config": ("ModelConfig", pb.ModelConfigRequest(name="identity")),
     "model-repository": ("RepositoryIndex", pb.RepositoryIndexRequest()),
     "statistics": ("ModelStatistics", pb.ModelStatisticsRequest()),
+    # Empty messages: this proto has none of the extensions the server does not offer.
+    "shared-memory": ("CudaSharedMemoryRegister", pb.ServerLiveRequest()),
+    "trace": ("TraceSetting", pb.ServerLiveRequest()),
+    "logging": ("LogSettings", pb.ServerLiveRequest()),
 }  # fmt: skip
 RESPONSES = {
     "ServerLive": pb.ServerLiveResponse,
@@ -64,7 +72,10 @@ def rest(app: Any, group: str, headers: dict[str, str] | None = None) -> httpx.R
 
 
 def served(response: httpx.Response) -> bool:
-    """Answered by the endpoint: 200, or the 404 of the repository extension on an app with no repository."""
+    """Answered by the endpoint: 200, the 404 of the repository extension on an app with no repository, or the
+    501 of an extension the server does not offer."""
+    if response.status_code == 501:
+        return b"this server does not offer" in response.content
     return response.status_code == 200 or (response.status_code == 404 and b"restricted" not in response.content)
 
 
@@ -159,17 +170,20 @@ def _unary(channel: grpc.Channel, group: str, metadata: list[tuple[str, str]] | 
     call = channel.unary_unary(
         f"/inference.GRPCInferenceService/{method}",
         request_serializer=lambda m: m.SerializeToString(),
-        response_deserializer=RESPONSES[method].FromString,
+        response_deserializer=RESPONSES.get(method, pb.ServerLiveResponse).FromString,
     )
     return call(message, metadata=metadata, timeout=10)
 
 
 def grpc_served(channel: grpc.Channel, group: str, metadata: list[tuple[str, str]] | None) -> bool:
-    """Answered by the RPC: a response, or the UNIMPLEMENTED of the repository extension with no repository."""
+    """Answered by the RPC: a response, the UNIMPLEMENTED of the repository extension with no repository, or
+    that of an extension the server does not offer."""
     try:
         _unary(channel, group, metadata)
     except grpc.RpcError as error:
-        return error.code() == grpc.StatusCode.UNIMPLEMENTED and group == "model-repository"  # type: ignore[attr-defined]
+        if error.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+            return False
+        return group == "model-repository" or "this server does not offer" in error.details()  # type: ignore[attr-defined]
     return True
 
 

@@ -41,6 +41,7 @@ from .._declarations.repository import (
     release,
 )
 from .._declarations.repository.declaration import ModelRepository
+from . import life
 from .served import ServedModels
 
 
@@ -53,7 +54,9 @@ class ModelHost(Protocol):
     @property
     def code_models(self) -> Collection[str]: ...
 
-    async def put_model(self, name: str, entry: Sequence[Model], *, config: dict[str, Any] | None = None) -> None: ...
+    async def put_model(
+        self, name: str, entry: Sequence[Model], *, config: dict[str, Any] | None = None, since: float | None = None
+    ) -> None: ...
 
     async def remove_model(self, name: str, *, record: bool = False) -> None: ...
 
@@ -229,6 +232,7 @@ class ModelControl:
             raise _files_refused(
                 name, "file overrides are off: the app must enable them (ModelRepository(allow_file_overrides=True))"
             )
+        since = life.clock()  # the load's time in the log counts reading the folder
         served.loading(name)
         try:
             with self._loading():
@@ -240,7 +244,7 @@ class ModelControl:
                 if directory.warnings:
                     logger.warning("model %s: %s", quoted(name), "; ".join(directory.warnings))
                 try:
-                    await self.core.put_model(name, directory.versions, config=directory.config)
+                    await self.core.put_model(name, directory.versions, config=directory.config, since=since)
                 except BaseException:
                     release(directory.modules)
                     raise

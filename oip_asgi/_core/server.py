@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import os
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
@@ -35,6 +36,7 @@ from .._declarations.model import Model, ModelsArgument, Outputs, checked_models
 from .._declarations.repository.declaration import ModelRepository
 from .._declarations.spec import TensorSpec
 from .._version import __version__
+from . import life
 from .control import ModelControl
 from .inference import DecodedRequest, OutputTensor, model_outputs
 from .logs import show_unless_configured
@@ -121,6 +123,7 @@ class CoreOptions(TypedDict, total=False):
     access_log: bool
     model_repository: ModelRepository | str | os.PathLike[str] | None
     load_switch_interval: float | None
+    strict_readiness: bool
 
 
 class NoRepository(OIPError, status_code=404, grpc_code="UNIMPLEMENTED"):
@@ -143,6 +146,7 @@ class ServerCore:
         access_log: bool = False,
         model_repository: ModelRepository | str | os.PathLike[str] | None = None,
         load_switch_interval: float | None = None,
+        strict_readiness: bool = True,
     ) -> None:
         self.pool = WorkerPool(max_threads)  # the threads this server's sync models run on
         self.served = ServedModels()
@@ -152,6 +156,7 @@ class ServerCore:
         self.code_models = frozenset(self.served.names())
         self.max_body_size = max_body_size  # the largest request, on any wire
         self.expose_errors = expose_errors
+        self.strict_readiness = strict_readiness
         self.access_log = access_log
         if access_log:
             show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
@@ -165,6 +170,7 @@ class ServerCore:
         self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
         self._tracer = tracer() if tracing else None
         self._loading: asyncio.Task[None] | None = None
+        self._announced: weakref.WeakSet[ServedModel] = weakref.WeakSet()  # the versions from code logged as loaded
         if metrics is not False:
             # prometheus_client is the `metrics` extra: imported only by the servers that ask for it.
             from .metrics import register
@@ -180,9 +186,16 @@ class ServerCore:
         """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
         async with anyio.create_task_group() as group:
             for model in self.served.all():
-                group.start_soon(model.load)
+                group.start_soon(self._load_logged, model)
             if self.control is not None:
                 group.start_soon(self.control.started)
+
+    async def _load_logged(self, model: ServedModel) -> None:
+        since = life.clock()
+        await model.load()
+        if model.ready and model not in self._announced:  # once, however often `load` runs
+            self._announced.add(model)
+            life.loaded(model.name, model.version, since)
 
     def start_loading(self) -> None:
         """Load every model in the background: readiness answers at once, false until they have loaded."""
@@ -225,9 +238,15 @@ class ServerCore:
 
     @property
     def ready(self) -> bool:
-        if self.control is not None and not self.control.ready:
+        """Every model serves; or, without `strict_readiness`, the start-up loads have ended, whatever came of
+        them (Triton's ``--strict-readiness=false``: a model that failed to load leaves the server ready)."""
+        if self.strict_readiness:
+            if self.control is not None and not self.control.ready:
+                return False
+            return all(model.ready for model in self.served.all())
+        if self.control is not None and not self.control.has_started:
             return False
-        return all(model.ready for model in self.served.all())
+        return all(model.state != "LOADING" for model in self.served.all())
 
     async def put_model(
         self,
@@ -235,14 +254,17 @@ class ServerCore:
         entry: Model | Callable[..., Any] | Sequence[Model],
         *,
         config: dict[str, Any] | None = None,
+        since: float | None = None,
     ) -> None:
         """Serve `entry` as `name` once every version of it has loaded, in place of what `name` served.
 
         Until then the versions served before go on serving; requests that hold them when they are
         replaced finish on them. A version that fails to load leaves `name` as it was, and raises
         `ModelNotReady` with the reason. `config` is the model's Triton configuration, where one was
-        read with it (a model repository's config.pbtxt); the configuration extension answers it.
+        read with it (a model repository's config.pbtxt); the configuration extension answers it. The log
+        tells each version loaded, and how long it took since `since` (a `life.clock` reading; now by default).
         """
+        since = life.clock() if since is None else since
         versions = self._served(name, declared_versions(name, entry), config)
         async with self.served.locks.hold(name):
             async with anyio.create_task_group() as group:
@@ -252,9 +274,11 @@ class ServerCore:
                 for model in versions:
                     await model.ensure_ready()
             except BaseException:
-                await _unload(versions)  # never served: those that loaded free what they took
+                await _unload(versions, served=False)  # never served: those that loaded free what they took
                 raise
             replaced = self.served.put(name, versions)
+            for model in versions:
+                life.loaded(name, model.version, since, reload=bool(replaced))
             await _unload(replaced)
 
     async def remove_model(self, name: str, *, record: bool = False) -> None:
@@ -453,10 +477,17 @@ class ServerCore:
             return result
 
 
-async def _unload(models: list[ServedModel]) -> None:
+async def _unload(models: list[ServedModel], *, served: bool = True) -> None:
+    """Unload `models` (each once its requests have finished), in parallel; the log tells each one that `served`."""
+
+    async def unload(model: ServedModel) -> None:
+        await model.unload()
+        if served:
+            life.unloaded(model.name, model.version)
+
     async with anyio.create_task_group() as group:
         for model in models:
-            group.start_soon(model.unload)
+            group.start_soon(unload, model)
 
 
 def _logged(model: ServedModel, error: ModelError) -> ModelError:

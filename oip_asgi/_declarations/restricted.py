@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from .errors import OIPError
 
-# Triton's groups. shared-memory, trace and logging have no endpoint here; they are accepted so that
-# a Triton command line works as it is.
+# Triton's groups. The endpoints of shared-memory, trace and logging only say that the server does not
+# offer them; guarded all the same, so that a Triton command line means here what it means there.
 GROUPS = (
     "health",
     "metadata",

@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 from .._core.inference import DecodedRequest, OutputTensor
 from .._core.server import CoreOptions, ServerCore
 from .._core.serving import ServedModel
+from .._core.unsupported import unsupported
 from .._declarations.errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, quoted
 from .._declarations.model import ModelsArgument
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
@@ -115,6 +116,11 @@ class OIPApp:
             Route(r"/repository/index/?", {"POST": self._repository_index}, "model-repository"),
             Route(r"/repository/models/(?P<name>[^/]+)/load/?", {"POST": self._load_model}, "model-repository"),
             Route(r"/repository/models/(?P<name>[^/]+)/unload/?", {"POST": self._unload_model}, "model-repository"),
+            # Triton's extensions this server does not offer: each says so, and what to do instead.
+            Route(r"/systemsharedmemory(?:/.*)?", _unsupported("shared-memory", "system"), "shared-memory"),
+            Route(r"/cudasharedmemory(?:/.*)?", _unsupported("shared-memory", "cuda"), "shared-memory"),
+            Route(r"(?:/models/[^/]+)?/trace/setting/?", _unsupported("trace"), "trace"),
+            Route(r"/logging/?", _unsupported("logging"), "logging"),
         ]
 
     async def load(self) -> None:
@@ -318,6 +324,15 @@ class _RESTExchange:
         await self._stream.finish()
 
 
+def _unsupported(group: str, kind: str = "") -> dict[str, Endpoint]:
+    """The endpoints of an extension this server does not offer (Triton's GET and POST): each answers why not."""
+
+    async def refuse(scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        raise unsupported(group, kind)
+
+    return {"GET": refuse, "POST": refuse}
+
+
 def _body_headers(scope: Scope) -> dict[bytes, str]:
     """The request headers about its body (and the response's encoding), in one pass over the scope's list."""
     headers: dict[bytes, str] = {}
@@ -362,6 +377,9 @@ def oip_app(models: ModelsArgument | None = None, **options: Unpack[AppOptions])
     `restricted_apis` serves groups of endpoints only to requests that carry a header, as Triton's
     ``--http-restricted-api``: rules such as ``"model-repository,statistics:admin-key=secret"``, or a
     mapping ``{"model-repository": ("admin-key", "secret")}`` (docs/security.md).
+    `strict_readiness=False` (Triton's ``--strict-readiness=false``) makes ``/v2/health/ready`` true once the
+    models' loads at start have ended, even where some failed (each model's own readiness tells which);
+    by default, as Triton's, it is true only while every model serves.
     `expose_errors=False` keeps the text of a model's own exceptions out of responses: the client gets
     an error id that matches the line in the ``oip_asgi`` log holding the message and traceback.
     """

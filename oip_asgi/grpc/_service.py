@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError, Message
 from .._core.inference import DecodedRequest, OutputTensor
 from .._core.server import HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
+from .._core.unsupported import unsupported
 from .._declarations.errors import GRPC_CODES, BadRequest, NotFound, OIPError, quoted
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .._protobuf import inference_pb2 as pb
@@ -30,6 +31,13 @@ STREAM_WINDOW = 64
 DEFAULT_FIRST_REQUEST_TIMEOUT = 60.0
 _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
 
+# Triton's RPCs of the extensions this server does not offer: each one's group, and which of the group's.
+UNOFFERED = {
+    **{f"SystemSharedMemory{call}": ("shared-memory", "system") for call in ("Status", "Register", "Unregister")},
+    **{f"CudaSharedMemory{call}": ("shared-memory", "cuda") for call in ("Status", "Register", "Unregister")},
+    "TraceSetting": ("trace", ""),
+    "LogSettings": ("logging", ""),
+}
 # Each RPC's group, as Triton's --grpc-restricted-protocol names them.
 GROUPS = {
     **dict.fromkeys(("ServerLive", "ServerReady", "ModelReady"), "health"),
@@ -38,6 +46,7 @@ GROUPS = {
     "ModelStatistics": "statistics",
     "ModelConfig": "model-config",
     **dict.fromkeys(("RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload"), "model-repository"),
+    **{name: group for name, (group, _) in UNOFFERED.items()},
 }
 
 # An HTTP status, as the gRPC status that means the same (and that Triton sends for it).
@@ -74,6 +83,13 @@ async def _check(restriction: Restriction, context: Context) -> None:
             break
     if not restriction.allows(presented):
         await abort(context, restriction.refusal())
+
+
+def _refusing(group: str, kind: str) -> Callable[[bytes], Awaitable[bytes]]:
+    async def refuse(body: bytes) -> bytes:
+        raise unsupported(group, kind)  # a new error each call: a raised one keeps its traceback
+
+    return refuse
 
 
 async def _first_within(requests: AsyncIterator[bytes], timeout: float, context: Context) -> AsyncIterator[bytes]:
@@ -221,6 +237,8 @@ class InferenceService:
             "RepositoryIndex": parsed(pb.RepositoryIndexRequest, self.repository_index),
             "RepositoryModelLoad": parsed(pb.RepositoryModelLoadRequest, self.repository_model_load),
             "RepositoryModelUnload": parsed(pb.RepositoryModelUnloadRequest, self.repository_model_unload),
+            # Triton's RPCs of extensions this server does not offer: UNIMPLEMENTED saying so, and what instead.
+            **{name: _refusing(group, kind) for name, (group, kind) in UNOFFERED.items()},
         }
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, method)) for name, method in unary.items()

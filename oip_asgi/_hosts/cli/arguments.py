@@ -95,7 +95,18 @@ def parser() -> argparse.ArgumentParser:
         "--host", default="127.0.0.1", help="the address to bind (default: %(default)s; in a container: 0.0.0.0)"
     )
     serve.add_argument(
-        "--port", type=int, default=8000, help="the HTTP port (default: %(default)s; KServe's convention is 8080)"
+        "--port",
+        "--http-port",
+        type=int,
+        default=8000,
+        help="the HTTP port (default: %(default)s; KServe's convention is 8080; --http-port is Triton's name)",
+    )
+    serve.add_argument(
+        "--strict-readiness",
+        type=_boolean,
+        metavar="BOOL",
+        help="as Triton's: true (the default), /v2/health/ready is 200 only while every model serves; false, "
+        "it is 200 once the loads at start have ended, even if some models failed to load",
     )
     serve.add_argument(
         "--workers",
@@ -146,8 +157,8 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="API[,API...]:KEY=VALUE",
         help="serve these groups of REST endpoints only to requests with the header KEY: VALUE (others get 403); "
-        "groups: health, metadata, inference, model-config, model-repository, statistics (and Triton's "
-        "shared-memory, trace, logging); repeatable with different keys",
+        "groups: health, metadata, inference, model-config, model-repository, statistics, shared-memory, trace, "
+        "logging; repeatable with different keys",
     )
     security.add_argument(
         "--grpc-restricted-protocol",
@@ -221,6 +232,16 @@ def triton_booleans(argv: list[str]) -> list[str]:
             continue
         result.append(argument)
     return result
+
+
+def _boolean(text: str) -> bool:
+    """Triton's booleans: true/false, 1/0, yes/no, on/off."""
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
 
 
 def _positive_float(text: str) -> float:

@@ -49,6 +49,7 @@ def worker_app() -> Served:
             repository=repository,
             restricted_apis=settings["security"]["http_restricted_api"],
             files=files,
+            strict_readiness=settings["strict_readiness"],
         )
     except TargetError as exc:
         _error(str(exc))
@@ -226,6 +227,7 @@ def serve(args: argparse.Namespace) -> int:
             "metrics": metrics,
             "security": security,
             "timeout_request_read": args.timeout_request_read,
+            "strict_readiness": args.strict_readiness,
             "repository": None if repository is None else {**asdict(repository), "load_models": args.load_model},
         }
         return _supervise(args.workers, settings, options)
@@ -237,6 +239,7 @@ def serve(args: argparse.Namespace) -> int:
             repository=repository,
             restricted_apis=security["http_restricted_api"],
             files=files,
+            strict_readiness=args.strict_readiness,
         )
     except TargetError as exc:
         _error(str(exc))
