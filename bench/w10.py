@@ -199,6 +199,8 @@ def measure_server(name: str, wire: str, peer: Peer, python: Path, args: Any, lo
     env: dict[str, str] = {}
     if peer.libpython:
         env["LD_LIBRARY_PATH"] = ":".join(filter(None, [envs.libpython_dir(python), os.environ.get("LD_LIBRARY_PATH")]))
+    if name == "ours" and args.ours_source is not None:
+        env["PYTHONPATH"] = str(args.ours_source.resolve())  # ahead of the environment's editable install
     server = procs.Server(name, command, port, args.results / "raw" / "logs" / f"{name}.log", env)
     server.start(SERVER_CORE)
     series = f"{name}.{wire}"
@@ -304,6 +306,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--wires", default="rest,grpc")
     parser.add_argument("--ttft-tokens", type=int, default=16, help="frames per stream of the TTFT probe")
     parser.add_argument("--ttft-repeat", type=int, help="streams in the TTFT probe (default 50, quick 10)")
+    parser.add_argument("--ours-source", type=Path, help="serve ours from this checkout (e.g. another branch's)")
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results" / "w10")
     args = parser.parse_args(argv)
     args.rounds = args.rounds or (1 if args.quick else 5)
@@ -347,6 +350,7 @@ def main(argv: list[str]) -> None:
         "settings": {"rounds": args.rounds, "seconds": args.seconds, "warmup": args.warmup, "tokens": TOKENS,
                      "ttft_tokens": args.ttft_tokens, "ttft_repeat": args.ttft_repeat, "wires": args.wires},
         "versions": versions,
+        "ours_source": str(args.ours_source) if args.ours_source else None,
         "samples": run.samples,
         "errors": run.errors,
         "details": run.details,

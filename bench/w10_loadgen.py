@@ -280,8 +280,7 @@ async def load(target: dict[str, Any], count: int, concurrency: int, seconds: fl
 
 async def ttft(target: dict[str, Any], count: int, repeat: int) -> dict[str, Any]:
     """`repeat` streams of `count` frames one after another, each read to its end: time to the first frame."""
-    tally, stop = Tally(), asyncio.Event()
-    stop.set()  # the workers' loops are not used: one stream at a time from here
+    tally = Tally()
     async with contextlib.AsyncExitStack() as stack:
         if target["wire"] == "grpc":
             call = await stack.enter_async_context(grpc_call(target))
