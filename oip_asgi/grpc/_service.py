@@ -29,6 +29,10 @@ STREAM_WINDOW = 64
 # A stream that sends no request for this long after it opens is ended.
 DEFAULT_FIRST_REQUEST_TIMEOUT = 60.0
 _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
+# Triton's parameters on streamed responses: whether a response is its request's last, and the request's
+# wish for an empty last response from a decoupled model (which otherwise marks its end with nothing).
+FINAL = "triton_final_response"
+EMPTY_FINAL = "triton_enable_empty_final_response"
 
 # Each RPC's group, as Triton's --grpc-restricted-protocol names them.
 GROUPS = {
@@ -133,7 +137,7 @@ class _GRPCExchange:
     to its `outlet`, which the call sends in order.
     """
 
-    __slots__ = ("_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses", "sent")
+    __slots__ = ("_final", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses", "sent")
 
     def __init__(
         self,
@@ -147,11 +151,20 @@ class _GRPCExchange:
         self._outlet = outlet
         self._stream_field = None if outlet is None else _STREAM_RESPONSE_FIELD
         self._typed = False
+        self._final: dict[str, Any] | None = None  # on a stream: the final flag each response carries
         self.received = received
         self.sent = self.responses = 0
 
+    @property
+    def endpoint(self) -> str:
+        return "ModelInfer RPC" if self._outlet is None else "ModelStreamInfer RPC"
+
     async def decode(self, model: ServedModel) -> DecodedRequest:
         decoded, self._typed = decode_request(self._request, model, self._raw)
+        if self._outlet is not None:
+            # As Triton: a model that answers once marks its one response final; a decoupled model's
+            # responses are not, its end is the empty final response (when asked for) or nothing.
+            self._final = {FINAL: not model.decoupled}
         return decoded
 
     def encode(
@@ -161,6 +174,8 @@ class _GRPCExchange:
         outputs: list[OutputTensor],
         parameters: dict[str, Any] | None,
     ) -> bytes:
+        if self._final is not None:
+            parameters = {**parameters, **self._final} if parameters else self._final
         return serialize(*encode_response(model, request, outputs, parameters, self._typed), self._stream_field)
 
     async def send(self, response: bytes) -> None:
@@ -185,7 +200,28 @@ class _GRPCExchange:
 
     async def finish(self) -> None:
         assert self._outlet is not None, "finish before start"
+        if _asks_empty_final(self._request):
+            await self._outlet.put_taken(stream_end(self._request).SerializeToString())
         self._outlet.end()
+
+
+def _asks_empty_final(request: pb.ModelInferRequest) -> bool:
+    parameter = request.parameters.get(EMPTY_FINAL)
+    return parameter is not None and parameter.WhichOneof("parameter_choice") == "bool_param" and parameter.bool_param
+
+
+def stream_end(request: pb.ModelInferRequest, error: str = "") -> pb.ModelStreamInferResponse:
+    """A request's last response on a stream with no outputs: its empty final response, or its error.
+
+    It carries the request's id, model name and version, so that a client matches it to its request.
+    """
+    response = pb.ModelStreamInferResponse(error_message=error)
+    infer_response = response.infer_response
+    infer_response.id = request.id
+    infer_response.model_name = request.model_name
+    infer_response.model_version = request.model_version
+    infer_response.parameters[FINAL].bool_param = True
+    return response
 
 
 class InferenceService:
@@ -359,17 +395,14 @@ class InferenceService:
             try:
                 request, raw = parse_request(body)
                 exchange = _GRPCExchange(request, raw, len(body), outlet)
-                await self.core.infer(request.model_name, request.model_version or None, exchange)
+                core = self.core
+                await core.infer(request.model_name, request.model_version or None, exchange, core.answer_streaming)
                 return
             except Exception as exc:
                 error = self.core.answer(exc, "gRPC ModelStreamInfer")
             if outlet.ended:  # its responses have ended: the server's log is the only place left for it
                 return
-            failed = pb.ModelStreamInferResponse(error_message=error.message)
-            if request is not None:  # the id, so that a client matches the error to its request
-                failed.infer_response.id = request.id
-                failed.infer_response.model_name = request.model_name
-                failed.infer_response.model_version = request.model_version
-            outlet.put(failed.SerializeToString())
+            # Its last response, marked final as Triton marks a failed one; with the request's id, when it parsed.
+            outlet.put(stream_end(request or pb.ModelInferRequest(), error.message).SerializeToString())
         finally:
             outlet.end()  # whatever happened: the call goes on to the next request
