@@ -33,6 +33,7 @@ _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
 # wish for an empty last response from a decoupled model (which otherwise marks its end with nothing).
 FINAL = "triton_final_response"
 EMPTY_FINAL = "triton_enable_empty_final_response"
+_VERSION = "version"
 
 # Each RPC's group, as Triton's --grpc-restricted-protocol names them.
 GROUPS = {
@@ -164,7 +165,7 @@ class _GRPCExchange:
         if self._outlet is not None:
             # As Triton: a model that answers once marks its one response final; a decoupled model's
             # responses are not, its end is the empty final response (when asked for) or nothing.
-            self._final = {FINAL: not model.decoupled}
+            self._final = {FINAL: not model.decoupled, _VERSION: model.version}
         return decoded
 
     def encode(
@@ -175,7 +176,8 @@ class _GRPCExchange:
         parameters: dict[str, Any] | None,
     ) -> bytes:
         if self._final is not None:
-            parameters = {**parameters, **self._final} if parameters else self._final
+            final = {FINAL: self._final[FINAL]}
+            parameters = {**parameters, **final} if parameters else final
         return serialize(*encode_response(model, request, outputs, parameters, self._typed), self._stream_field)
 
     async def send(self, response: bytes) -> None:
@@ -201,7 +203,8 @@ class _GRPCExchange:
     async def finish(self) -> None:
         assert self._outlet is not None, "finish before start"
         if _asks_empty_final(self._request):
-            await self._outlet.put_taken(stream_end(self._request).SerializeToString())
+            version = self._final[_VERSION] if self._final is not None else self._request.model_version
+            await self._outlet.put_taken(stream_end(self._request, version=version).SerializeToString())
         self._outlet.end()
 
 
@@ -210,16 +213,19 @@ def _asks_empty_final(request: pb.ModelInferRequest) -> bool:
     return parameter is not None and parameter.WhichOneof("parameter_choice") == "bool_param" and parameter.bool_param
 
 
-def stream_end(request: pb.ModelInferRequest, error: str = "") -> pb.ModelStreamInferResponse:
+def stream_end(
+    request: pb.ModelInferRequest, error: str = "", version: str | None = None
+) -> pb.ModelStreamInferResponse:
     """A request's last response on a stream with no outputs: its empty final response, or its error.
 
-    It carries the request's id, model name and version, so that a client matches it to its request.
+    It carries the request's id and model name, and the version served (the request's, if none was
+    looked up), so that a client matches it to its request.
     """
     response = pb.ModelStreamInferResponse(error_message=error)
     infer_response = response.infer_response
     infer_response.id = request.id
     infer_response.model_name = request.model_name
-    infer_response.model_version = request.model_version
+    infer_response.model_version = request.model_version if version is None else version
     infer_response.parameters[FINAL].bool_param = True
     return response
 
