@@ -93,11 +93,11 @@ MODELS: dict[str, Any] = {
         _echo_parameters, inputs=[TensorSpec("X", "FP32", [-1])], outputs=[TensorSpec("Y", "FP32", [-1])]
     ),
     "fails": _fails,
-    "decoupled": Model(_yields, inputs=[TensorSpec("X", "FP32", [-1])], outputs=[TensorSpec("Y", "FP32", [-1])]),
     "refuses": _refuses,
     "gone": _gone,
     "busy": _busy,
     "broken": Model(lambda X: X, load=_broken_load),  # never loads: the server is live, never ready
+    "decoupled": Model(_yields, inputs=[TensorSpec("X", "FP32", [-1])], outputs=[TensorSpec("Y", "FP32", [-1])]),
 }
 
 # A model repository served beside MODELS (explicit mode): a model whose load fails, one never loaded,
@@ -247,7 +247,9 @@ CASES: list[Case] = [
     _error("version-unknown", "inference on a version that does not exist", "two", 404,
            "Request for unknown model: 'two' version '9' is not found; its versions are 1", _A, _B, version="9"),
     _error("decoupled-on-infer", "a decoupled model on REST's /infer and gRPC's ModelInfer (Triton's 501, "
-           "UNIMPLEMENTED)", "decoupled", 501, "doesn't support models with decoupled transaction policy", _F),
+           "UNIMPLEMENTED)", "decoupled", 501, "doesn't support models with decoupled transaction policy", _F,
+           differs=dict.fromkeys(PAIRS, "Triton names the endpoint: 'HTTP end point' on REST, 'ModelInfer RPC' on "
+                                 "gRPC (both in tests/test_streaming_e2e.py)")),
     _error("model-raises", "a model's own exception", "fails", 500, "model 'fails' raised ValueError: no luck", _F),
     _error("model-bad-request", "a model that refuses its input", "refuses", 400, "X must be positive", _F),
     _error("model-not-found", "a model that finds nothing", "gone", 404, "the lookup table has no such key", _F),
