@@ -33,7 +33,7 @@ def test_the_page_has_its_recipes() -> None:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, int]]:
     """The serve recipe, in a directory holding the models recipe: the server and its gRPC port."""
     folder = tmp_path_factory.mktemp("streaming")
-    (folder / "streaming_models.py").write_text(RECIPES["models"])
+    (folder / "mymodels.py").write_text(RECIPES["models"])
     port, grpc_port = free_port(), free_port()
     command = shlex.split(RECIPES["serve"].replace("8000", str(port)).replace("8001", str(grpc_port)))
     assert command[:2] == ["oip-asgi", "serve"]
@@ -67,7 +67,7 @@ def test_the_lambda_web_adapter_recipe_streams_events(tmp_path: Path) -> None:
     (cmd_line,) = [line for line in recipe.splitlines() if line.startswith("CMD ")]
     command = json.loads(cmd_line.removeprefix("CMD "))
     assert command[command.index("--port") + 1] == env["AWS_LWA_PORT"]
-    (tmp_path / "streaming_models.py").write_text(RECIPES["models"])
+    (tmp_path / "mymodels.py").write_text(RECIPES["models"])
     port = free_port()  # the adapter's port, free here: the tests may run beside something on 8080
     command[command.index("--port") + 1] = str(port)
     command[command.index("--host") + 1] = HOST

@@ -36,6 +36,7 @@ class GenerateExchange:
         self.stream: ResponseStream | None = None  # once the answer has started
         self.decoded = False  # the request was read and checked: a failure from here on is the model's
         self.left = False  # the client went away while it was answered
+        self.finished = False  # the answer's end was sent: a disconnect after it is the connection's end
         self._kept: bytes | None = None  # /generate: its one response, sent once the model has ended
         self._watch: asyncio.Task[None] | None = None
         self.sent = self.responses = 0
@@ -54,8 +55,8 @@ class GenerateExchange:
     async def _until_left(self, answering: asyncio.Task[Any] | None) -> None:
         while (await self._receive())["type"] != "http.disconnect":
             pass
-        self.left = True
-        if answering is not None:
+        if answering is not None and not self.finished:
+            self.left = True
             answering.cancel()
 
     def stop_watching(self) -> None:
@@ -94,6 +95,7 @@ class GenerateExchange:
 
     async def finish(self) -> None:
         if self.stream is not None:
+            self.finished = True
             await self.stream.finish()
             return
         if self._kept is None:
