@@ -237,3 +237,41 @@ def test_generate_and_a_buffered_generate_stream_through_the_lambda_adapter() ->
     assert response["statusCode"] == 200
     assert response["headers"]["content-type"] == "text/event-stream; charset=utf-8"
     assert [answer["y"] for answer in events(response["body"].encode())] == [0.0, 1.5, 3.0]
+
+
+async def test_a_client_that_leaves_closes_a_sync_generator_on_a_worker_thread() -> None:
+    closed: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
+    loop = asyncio.get_running_loop()
+
+    def endless(x: np.ndarray) -> Iterator[np.ndarray]:
+        index = 0
+        try:
+            while True:
+                yield x + index
+                index += 1
+        finally:
+            loop.call_soon_threadsafe(closed.set_result, (threading.get_ident(), index))
+
+    app = oip_app({"m": Model(endless, inputs=X, outputs=Y)})
+    first_event = asyncio.Event()
+    body_sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal body_sent
+        if not body_sent:
+            body_sent = True
+            return {"type": "http.request", "body": b'{"x": [1.0]}', "more_body": False}
+        await first_event.wait()
+        return {"type": "http.disconnect"}  # the client leaves once it has its first event
+
+    async def send(message: dict[str, Any]) -> None:
+        if message.get("more_body"):
+            first_event.set()
+            await asyncio.Event().wait()  # a client that reads no more: the model waits meanwhile
+
+    scope = {"type": "http", "method": "POST", "path": "/models/m/generate_stream", "root_path": "",
+             "query_string": b"", "headers": []}  # fmt: skip
+    await app(scope, receive, send)  # returns: the request ended when its client left
+    thread, yielded = await asyncio.wait_for(closed, timeout=2)
+    assert thread != threading.get_ident() and yielded == 0  # closed at its first yield, off the loop
+    assert app.core.served.get("m").in_flight == 0
