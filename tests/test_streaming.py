@@ -274,4 +274,49 @@ async def test_a_client_that_leaves_closes_a_sync_generator_on_a_worker_thread()
     await app(scope, receive, send)  # returns: the request ended when its client left
     thread, yielded = await asyncio.wait_for(closed, timeout=2)
     assert thread != threading.get_ident() and yielded == 0  # closed at its first yield, off the loop
-    assert app.core.served.get("m").in_flight == 0
+    served = app.core.served.get("m")
+    assert served.in_flight == 0
+    # Counted as Triton counts a request cancelled while it runs: a failure, for the reason CANCELED.
+    assert (served.statistics.fail.count, served.statistics.failures["CANCELED"]) == (1, 1)
+
+
+async def test_the_empty_final_response_is_the_streams_to_act_on_not_the_models() -> None:
+    pytest.importorskip("grpc")
+    from oip_asgi.grpc import inference_pb2 as pb
+    from oip_asgi.grpc._service import InferenceService
+
+    seen: list[dict[str, Any]] = []
+
+    def echo(x: np.ndarray, parameters: dict[str, Any]) -> Iterator[np.ndarray]:
+        seen.append(parameters)
+        yield x
+
+    def request(value: Any) -> bytes:
+        message = pb.ModelInferRequest(model_name="m", id=str(value))
+        message.inputs.add(name="x", datatype="FP32", shape=[1]).contents.fp32_contents.append(1.0)
+        parameter = message.parameters["triton_enable_empty_final_response"]
+        if isinstance(value, bool):
+            parameter.bool_param = value
+        else:
+            parameter.string_param = value
+        message.parameters["temperature"].double_param = 0.5
+        return message.SerializeToString()
+
+    async def requests() -> AsyncIterator[bytes]:
+        yield request(True)
+        yield request("yes")
+
+    service = InferenceService(oip_app({"m": Model(echo, inputs=X, outputs=Y)}))
+    answers = [
+        pb.ModelStreamInferResponse.FromString(message)
+        async for message in service.model_stream_infer(requests(), None)
+    ]
+    assert seen == [{"temperature": 0.5}]  # the model never sees the stream's own parameter
+    final = [(a.infer_response.id, a.error_message, a.infer_response.parameters["triton_final_response"].bool_param)
+             for a in answers]  # fmt: skip
+    assert final == [
+        ("True", "", False),
+        ("True", "", True),  # the empty final response it asked for
+        ("yes", "invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param.", True),
+    ]
+    assert not answers[1].infer_response.outputs and answers[1].infer_response.model_version == "1"

@@ -498,6 +498,9 @@ class ServerCore:
         except OIPError:
             model.statistics.failed(times, now())
             raise
+        except (ClientDisconnected, asyncio.CancelledError):
+            model.statistics.cancelled(times, now())  # as Triton counts a request cancelled while it runs
+            raise
         finally:
             model.end_stream()
             await steps.close()

@@ -162,10 +162,13 @@ class _GRPCExchange:
 
     async def decode(self, model: ServedModel) -> DecodedRequest:
         decoded, self._typed = decode_request(self._request, model, self._raw)
+        asked = decoded.parameters.pop(EMPTY_FINAL, False)  # the stream's to act on, not the model's
+        if not isinstance(asked, bool):  # Triton's words
+            raise BadRequest(f"invalid value type for '{EMPTY_FINAL}' parameter, expected bool_param.")
         if self._outlet is not None:
             # As Triton: a model that answers once marks its one response final; a decoupled model's
             # responses are not, its end is the empty final response (when asked for) or nothing.
-            self._final = {FINAL: not model.decoupled, _VERSION: model.version}
+            self._final = {FINAL: not model.decoupled, _VERSION: model.version, EMPTY_FINAL: asked}
         return decoded
 
     def encode(
@@ -202,15 +205,10 @@ class _GRPCExchange:
 
     async def finish(self) -> None:
         assert self._outlet is not None, "finish before start"
-        if _asks_empty_final(self._request):
-            version = self._final[_VERSION] if self._final is not None else self._request.model_version
-            await self._outlet.put_taken(stream_end(self._request, version=version).SerializeToString())
+        if self._final is not None and self._final[EMPTY_FINAL]:
+            end = stream_end(self._request, version=self._final[_VERSION])
+            await self._outlet.put_taken(end.SerializeToString())
         self._outlet.end()
-
-
-def _asks_empty_final(request: pb.ModelInferRequest) -> bool:
-    parameter = request.parameters.get(EMPTY_FINAL)
-    return parameter is not None and parameter.WhichOneof("parameter_choice") == "bool_param" and parameter.bool_param
 
 
 def stream_end(
