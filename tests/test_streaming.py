@@ -320,3 +320,21 @@ async def test_the_empty_final_response_is_the_streams_to_act_on_not_the_models(
         ("yes", "invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param.", True),
     ]
     assert not answers[1].infer_response.outputs and answers[1].infer_response.model_version == "1"
+
+
+async def test_a_traced_stream_is_one_span_with_its_responses() -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = oip_app({"m": Model(three, inputs=X, outputs=Y)}, tracing=True)
+    app.core._tracer = provider.get_tracer("oip_asgi")
+    async with client(app) as http:
+        await http.post("/models/m/generate_stream", json={"x": [1.0]})
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "oip.model m"
+    assert dict(span.attributes or {}) == {"oip.model.name": "m", "oip.model.version": "1", "oip.responses": 3}

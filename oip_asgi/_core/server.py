@@ -468,6 +468,10 @@ class ServerCore:
         request = await exchange.decode(model)
         times.decoded = now()
         steps = model.stream(request, times)
+        span = None
+        if self._tracer is not None:  # the whole stream, from its generator made to its end
+            attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
+            span = self._tracer.start_span(f"oip.model {model.name}", attributes=attributes)
         started = False
         try:
             while True:
@@ -504,6 +508,9 @@ class ServerCore:
         finally:
             model.end_stream()
             await steps.close()
+            if span is not None:
+                span.set_attribute("oip.responses", exchange.responses)
+                span.end()
         model.statistics.succeeded(times, now())
         return None
 
