@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -33,7 +33,6 @@ _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
 # wish for an empty last response from a decoupled model (which otherwise marks its end with nothing).
 FINAL = "triton_final_response"
 EMPTY_FINAL = "triton_enable_empty_final_response"
-_VERSION = "version"
 
 # Each RPC's group, as Triton's --grpc-restricted-protocol names them.
 GROUPS = {
@@ -131,6 +130,14 @@ class _Outlet:
         self._messages.task_done()
 
 
+class _Ends(NamedTuple):
+    """How a streamed request's responses end, as Triton marks them."""
+
+    flag: dict[str, bool]  # the parameter every response carries: final for a model that answers once
+    version: str  # the version that answers, for the empty final response
+    empty_final: bool  # the request asked for an empty final response at its end
+
+
 class _GRPCExchange:
     """An inference request in a ModelInferRequest: parsed already, its responses serialized for grpcio.
 
@@ -138,7 +145,7 @@ class _GRPCExchange:
     to its `outlet`, which the call sends in order.
     """
 
-    __slots__ = ("_final", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses", "sent")
+    __slots__ = ("_ends", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses", "sent")
 
     def __init__(
         self,
@@ -152,7 +159,7 @@ class _GRPCExchange:
         self._outlet = outlet
         self._stream_field = None if outlet is None else _STREAM_RESPONSE_FIELD
         self._typed = False
-        self._final: dict[str, Any] | None = None  # on a stream: the final flag each response carries
+        self._ends: _Ends | None = None  # on a stream, once decoded: how the request's responses end
         self.received = received
         self.sent = self.responses = 0
 
@@ -168,7 +175,7 @@ class _GRPCExchange:
         if self._outlet is not None:
             # As Triton: a model that answers once marks its one response final; a decoupled model's
             # responses are not, its end is the empty final response (when asked for) or nothing.
-            self._final = {FINAL: not model.decoupled, _VERSION: model.version, EMPTY_FINAL: asked}
+            self._ends = _Ends({FINAL: not model.decoupled}, model.version, asked)
         return decoded
 
     def encode(
@@ -178,8 +185,8 @@ class _GRPCExchange:
         outputs: list[OutputTensor],
         parameters: dict[str, Any] | None,
     ) -> bytes:
-        if self._final is not None:
-            final = {FINAL: self._final[FINAL]}
+        if self._ends is not None:
+            final = self._ends.flag
             parameters = {**parameters, **final} if parameters else final
         return serialize(*encode_response(model, request, outputs, parameters, self._typed), self._stream_field)
 
@@ -205,8 +212,8 @@ class _GRPCExchange:
 
     async def finish(self) -> None:
         assert self._outlet is not None, "finish before start"
-        if self._final is not None and self._final[EMPTY_FINAL]:
-            end = stream_end(self._request, version=self._final[_VERSION])
+        if self._ends is not None and self._ends.empty_final:
+            end = stream_end(self._request, version=self._ends.version)
             await self._outlet.put_taken(end.SerializeToString())
         self._outlet.end()
 
