@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 
+from examples.streaming import models as streaming_models
 from oip_asgi import Model, TensorSpec, mount
 from oip_asgi._declarations.datatypes import DATATYPES
 
@@ -44,6 +45,7 @@ MODELS: dict[str, Any] = {
         outputs=[TensorSpec("scores", "FP32", [-1, 4])],
         labels=LABELS,
     ),
+    "mock_llm": streaming_models["mock_llm"],  # Triton's generate-test model: a generator
 }
 
 # Small limits so the size cases need small bodies; `uvicorn tests.hostile_cases:app` serves the same app.
@@ -56,6 +58,8 @@ mount(app, parity_cases.MODELS, path=f"{PARITY}/v2", model_repository=parity_cas
 RESTRICTED = "/restricted"
 mount(app, MODELS, path=f"{RESTRICTED}/v2", restricted_apis=["model-repository,statistics:admin-key=s3cret"])
 
+GENERATE = "/v2/models/mock_llm/generate"
+GENERATE_STREAM = "/v2/models/mock_llm/generate_stream"
 VALID_PATH = "/v2/models/two/infer"
 VALID_REQUEST = {
     "inputs": [
@@ -520,6 +524,55 @@ CASES: list[Case] = [
              "This API is restricted, expecting header 'admin-key'", method="GET",
              path=f"{RESTRICTED}/v2/repository/index"),
     ),
+    *_section(
+        "The generate extension (docs/streaming.md: /generate and /generate_stream, on Triton's mock_llm)",
+        Case("generate-inputs-missing", "no input at all", 400,
+             "expected number of inputs between 2 and 3 but got 0 inputs for model 'mock_llm'", body=b"{}",
+             path=GENERATE),
+        Case("generate-input-missing", "one required input of two", 400,
+             "expected number of inputs between 2 and 3 but got 1 inputs for model 'mock_llm'; missing 'STREAM'",
+             body=b'{"PROMPT": "hi"}', path=GENERATE_STREAM),
+        Case("generate-not-a-string", "a number for a BYTES input", 400,
+             "attempt to access JSON non-string as string: input 'PROMPT' is BYTES, got a number",
+             body=b'{"PROMPT": 123, "STREAM": false}', path=GENERATE),
+        Case("generate-not-a-boolean", "a string for a BOOL input", 400,
+             "attempt to access JSON non-boolean as boolean: input 'STREAM' is BOOL, got a string",
+             body=b'{"STREAM": "false", "PROMPT": "hi"}', path=GENERATE_STREAM),
+        Case("generate-not-an-integer", "a fraction for an INT32 input", 400,
+             "attempt to access JSON non-signed-integer as signed integer: input 'input_ids' is INT32, got a number",
+             body=b'{"PROMPT": "hi", "STREAM": false, "input_ids": [1.5]}', path=GENERATE),
+        Case("generate-nested-input", "an object for an input", 400,
+             "attempt to access JSON non-string as string: input 'PROMPT' is BYTES, got a JSON object",
+             body=b'{"PROMPT": {"USER": "hi"}, "STREAM": true}', path=GENERATE),
+        Case("generate-shape", "two elements for a [1, 1] input", 400,
+             "The schema can not convert input 'PROMPT' to tensor with proper shape: 2 elements for shape [1, 1]",
+             body=b'{"PROMPT": ["a", "b"], "STREAM": true}', path=GENERATE),
+        Case("generate-duplicate-input", "an input given twice", 400, "input 'STREAM' already exists in request",
+             body=b'{"PROMPT": "hi", "STREAM": false, "STREAM": true}', path=GENERATE_STREAM),
+        Case("generate-duplicate-key", "another key given twice", 400, "key 'id' already exists in request",
+             body=b'{"id": "a", "id": "b", "PROMPT": "hi", "STREAM": true}', path=GENERATE),
+        Case("generate-parameter-object", "an object where a parameter goes", 400,
+             "parameter 'PARAMS' has invalid type. It should be either 'int', 'bool', or 'string'.",
+             body=b'{"PROMPT": "hi", "STREAM": true, "PARAMS": {"A": 0}}', path=GENERATE),
+        Case("generate-parameters-not-object", "parameters that are not an object", 400,
+             "Expected JSON object for keyword: 'parameters'",
+             body=b'{"PROMPT": "hi", "STREAM": true, "parameters": 1}', path=GENERATE),
+        Case("generate-parameters-nested", "a nested object among the parameters", 400,
+             "Converting keyword: 'parameters': parameter 'nested' has invalid type.",
+             body=b'{"PROMPT": "hi", "STREAM": true, "parameters": {"nested": {"twice": 1}}}', path=GENERATE),
+        Case("generate-id-not-string", "a number for the id", 400, "the generate request's id must be a string",
+             body=b'{"id": 7, "PROMPT": "hi", "STREAM": true}', path=GENERATE),
+        Case("generate-not-json", "a body that is not JSON", 400, "malformed generate request JSON: Expecting value",
+             body=b"PROMPT=hi", path=GENERATE_STREAM),
+        Case("generate-not-object", "a JSON array", 400, "a generate request is a JSON object, got a JSON array",
+             body=b'["hi"]', path=GENERATE),
+        Case("generate-many-responses", "/generate on a model that answers twice", 500,
+             "generate expects model to produce exactly 1 response, use generate stream for model that generates "
+             "various number of responses", body=b'{"PROMPT": "hi", "STREAM": true, "REPETITION": 2}', path=GENERATE),
+        Case("infer-decoupled", "/infer on a decoupled model", 501,
+             "HTTP end point doesn't support models with decoupled transaction policy", body=_VALID_JSON,
+             path="/v2/models/mock_llm/infer"),
+    ),
     *_over_both_wires(),
 ]  # fmt: skip
 
@@ -596,7 +649,8 @@ Every request below is a test in `tests/test_hostile.py`: it gets exactly this s
 after it. Generated from `tests/hostile_cases.py` by `python -m tests.hostile_cases > docs/bad-input.md`
 (a test fails if this file drifts). The app under test serves `echo` (no declared tensors),
 `identity_<datatype>` (input `x`, output `y`, shape `[-1]`), `two` (INT32 inputs `a` and `b`, output `sum`)
-and `scores` (FP32 `[-1, 4]`, labelled), with `max_body_size={body}` and `max_json_size={json}` bytes.
+`scores` (FP32 `[-1, 4]`, labelled) and Triton's `mock_llm` (a generator: examples/streaming.py), with
+`max_body_size={body}` and `max_json_size={json}` bytes.
 Requests are sent with an honest `Content-Length` unless marked chunked (streamed without one).
 
 The last section is the refusals both wires share: `tests/parity_cases.py` holds them as data, its

@@ -22,7 +22,7 @@ import atexit
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,10 @@ def _broken_load() -> None:
     raise RuntimeError("weights missing")
 
 
+def _yields(X: np.ndarray) -> Iterator[np.ndarray]:
+    yield X  # a decoupled model: the one-response endpoints refuse it
+
+
 def _echo_parameters(X: np.ndarray, parameters: dict[str, Any]) -> Result:
     return Result({"Y": X}, parameters=dict(parameters))
 
@@ -93,6 +97,7 @@ MODELS: dict[str, Any] = {
     "gone": _gone,
     "busy": _busy,
     "broken": Model(lambda X: X, load=_broken_load),  # never loads: the server is live, never ready
+    "decoupled": Model(_yields, inputs=[TensorSpec("X", "FP32", [-1])], outputs=[TensorSpec("Y", "FP32", [-1])]),
 }
 
 # A model repository served beside MODELS (explicit mode): a model whose load fails, one never loaded,
@@ -241,6 +246,10 @@ CASES: list[Case] = [
            "Request for unknown model: 'nope' is not found", _F),
     _error("version-unknown", "inference on a version that does not exist", "two", 404,
            "Request for unknown model: 'two' version '9' is not found; its versions are 1", _A, _B, version="9"),
+    _error("decoupled-on-infer", "a decoupled model on REST's /infer and gRPC's ModelInfer (Triton's 501, "
+           "UNIMPLEMENTED)", "decoupled", 501, "doesn't support models with decoupled transaction policy", _F,
+           differs=dict.fromkeys(PAIRS, "Triton names the endpoint: 'HTTP end point' on REST, 'ModelInfer RPC' on "
+                                 "gRPC (both in tests/test_streaming_e2e.py)")),
     _error("model-raises", "a model's own exception", "fails", 500, "model 'fails' raised ValueError: no luck", _F),
     _error("model-bad-request", "a model that refuses its input", "refuses", 400, "X must be positive", _F),
     _error("model-not-found", "a model that finds nothing", "gone", 404, "the lookup table has no such key", _F),

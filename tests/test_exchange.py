@@ -167,7 +167,7 @@ def answering(app: OIPApp, body: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
     core = app.core
     infer = core.infer
-    monkeypatch.setattr(core, "infer", lambda name, version, exchange: infer(name, version, exchange, body))
+    monkeypatch.setattr(core, "infer", lambda name, version, exchange, *_: infer(name, version, exchange, body))
     return InferenceService(app)
 
 

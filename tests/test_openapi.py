@@ -37,9 +37,13 @@ PATHS = {
     "/models/{model_name}": "get",
     "/models/{model_name}/ready": "get",
     "/models/{model_name}/infer": "post",
+    "/models/{model_name}/generate": "post",
+    "/models/{model_name}/generate_stream": "post",
     "/models/{model_name}/versions/{model_version}": "get",
     "/models/{model_name}/versions/{model_version}/ready": "get",
     "/models/{model_name}/versions/{model_version}/infer": "post",
+    "/models/{model_name}/versions/{model_version}/generate": "post",
+    "/models/{model_name}/versions/{model_version}/generate_stream": "post",
 }
 # Bounded and derandomized: the same requests on every run, about 10 s against a live server.
 CONFIG = schemathesis.Config.from_dict(

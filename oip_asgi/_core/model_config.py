@@ -14,6 +14,7 @@ What Triton would read from files we have not got:
   write ``[1]`` with a ``reshape``: we accept no such reshape on the wire, so we do not claim one).
 - ``version_policy``: every version is served: ``specific`` with their numbers, or ``all`` when
   some version has a name rather than a number (Triton's versions are integers).
+- ``model_transaction_policy``: ``decoupled`` for a generator, which answers over time.
 - ``instance_group``: one group of kind ``KIND_CPU``; its ``count`` is ``max_concurrency`` when the
   model has one (the calls it runs at once), else 1 as Triton's default (the count is not a bound).
 """
@@ -45,6 +46,8 @@ def model_config(name: str, model: Model, versions: Sequence[str]) -> dict[str, 
     }
     if batching:
         config["dynamic_batching"] = {"max_queue_delay_microseconds": round(model.max_batch_delay * 1_000_000)}
+    if model.decoupled:
+        config["model_transaction_policy"] = {"decoupled": True}
     if model.properties:
         config["parameters"] = {key: {"string_value": value} for key, value in model.properties.items()}
     return config

@@ -45,8 +45,9 @@ from .model_config import model_config
 from .served import ServedModels
 from .serving import ServedModel, error_id
 from .statistics import RequestTimes, now
+from .streaming import END
 from .tracing import tracer
-from .workers import DEFAULT_MAX_THREADS, WorkerPool
+from .workers import DEFAULT_MAX_THREADS, Escaped, WorkerPool
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -67,6 +68,10 @@ class Exchange(Protocol[Response]):
     A request is answered once: with its one response, sent whole by `send`, or with several sent as
     they come (`start`, `send_next` for each, `finish`), which is what a streaming body uses.
     """
+
+    @property
+    def endpoint(self) -> str:
+        """What serves the request, as Triton names it when it refuses a decoupled model ("HTTP end point")."""
 
     @property
     def received(self) -> int:
@@ -124,6 +129,10 @@ class CoreOptions(TypedDict, total=False):
     model_repository: ModelRepository | str | os.PathLike[str] | None
     load_switch_interval: float | None
     strict_readiness: bool
+
+
+class DecoupledUnsupported(OIPError, status_code=501, grpc_code="UNIMPLEMENTED"):
+    """A decoupled model asked for one response, where the wire carries no more (REST's /infer, ModelInfer)."""
 
 
 class NoRepository(OIPError, status_code=404, grpc_code="UNIMPLEMENTED"):
@@ -444,6 +453,8 @@ class ServerCore:
 
     async def answer_once(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Response:
         """The unary body: the model called once, its one response sent whole; that response."""
+        if model.decoupled:  # Triton's words: clients match on them
+            raise DecoupledUnsupported(f"{exchange.endpoint} doesn't support models with decoupled transaction policy")
         request = await exchange.decode(model)
         times.decoded = now()
         try:
@@ -467,6 +478,65 @@ class ServerCore:
         model.statistics.succeeded(times, built)
         await exchange.send(response)
         return response
+
+    async def answer_streaming(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Any:
+        """The streaming body: a decoupled model's each value sent as one response as it comes
+        (`start` before the first, `finish` after the last); a model that answers once, as `answer_once`.
+
+        The next value is asked for once the wire has taken the previous response. Whatever ends the
+        request (the last value, a failure, the client that left) closes the model's generator. It
+        counts as Triton counts a decoupled request: one request, one inference, one execution.
+        """
+        if not model.decoupled:
+            return await self.answer_once(model, exchange, times)
+        request = await exchange.decode(model)
+        times.decoded = now()
+        steps = model.stream(request, times)
+        span = None
+        if self._tracer is not None:  # the whole stream, from its generator made to its end
+            attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
+            span = self._tracer.start_span(f"oip.model {model.name}", attributes=attributes)
+        started = False
+        try:
+            while True:
+                try:
+                    result = await steps.next()
+                except OIPError:
+                    raise
+                except (Exception, SystemExit) as exc:
+                    raised = exc.exception if isinstance(exc, Escaped) else exc
+                    raise model.failure(raised) from raised
+                if result is END:
+                    break
+                times.returned = True  # a failure from here to the next step is in its outputs
+                built = now()
+                try:
+                    response = exchange.encode(model, request, *model_outputs(model, request, result))
+                except ModelError as error:
+                    raise _logged(model, error) from error.__cause__
+                times.output += now() - built
+                times.returned = False
+                if not started:
+                    started = True
+                    await exchange.start()
+                await exchange.send_next(response)
+            if not started:  # a generator that yields nothing: an answer of no responses
+                await exchange.start()
+            await exchange.finish()
+        except OIPError:
+            model.statistics.failed(times, now())
+            raise
+        except (ClientDisconnected, asyncio.CancelledError):
+            model.statistics.cancelled(times, now())  # as Triton counts a request cancelled while it runs
+            raise
+        finally:
+            model.end_stream()
+            await steps.close()
+            if span is not None:
+                span.set_attribute("oip.responses", exchange.responses)
+                span.end()
+        model.statistics.succeeded(times, now())
+        return None
 
     async def _traced(self, model: ServedModel, request: DecodedRequest, times: RequestTimes) -> Outputs:
         assert self._tracer is not None

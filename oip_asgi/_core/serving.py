@@ -23,6 +23,7 @@ from .._declarations.model import Model, Outputs
 from .batching import Batcher
 from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
+from .streaming import AsyncSteps, Steps, SyncSteps
 from .workers import Escaped, WorkerPool
 
 logger = logging.getLogger("oip_asgi")
@@ -56,6 +57,7 @@ class ServedModel:
         self.input_spec = model.input_spec
         self.output_spec = model.output_spec
         self.labels_for = model.labels_for
+        self.decoupled = model.decoupled  # a generator: it answers over time, on a streaming body
         self.pool = pool
         self.statistics = ModelStatistics()
         self.state: State = "READY" if model.load is None else "LOADING"
@@ -206,21 +208,57 @@ class ServedModel:
             raise  # raised on purpose: the client gets its status and message
         except (Exception, SystemExit) as exc:  # a sys.exit() in a model (argparse, say) is its failure too
             raised = exc.exception if isinstance(exc, Escaped) else exc
-            failure = error_id()
-            # The client gets the message (unless the app hides it); the traceback is for whoever runs the server.
-            logger.error(
-                "model %r (version %s) raised (error id %s)",
-                self.name,
-                self.version,
-                failure,
-                exc_info=(type(raised), raised, raised.__traceback__),
-            )
-            raise ModelError(
-                f"model '{self.name}' raised {type(raised).__name__}: {raised}",
-                redacted=f"model '{self.name}' failed (error id {failure}); the server log has the details",
-                logged=True,
-            ) from raised
+            raise self.failure(raised) from raised
         return result
+
+    def failure(self, raised: BaseException) -> ModelError:
+        """What the model raised, logged with its traceback, as the error its client gets."""
+        failure = error_id()
+        # The client gets the message (unless the app hides it); the traceback is for whoever runs the server.
+        logger.error(
+            "model %r (version %s) raised (error id %s)",
+            self.name,
+            self.version,
+            failure,
+            exc_info=(type(raised), raised, raised.__traceback__),
+        )
+        return ModelError(
+            f"model '{self.name}' raised {type(raised).__name__}: {raised}",
+            redacted=f"model '{self.name}' failed (error id {failure}); the server log has the details",
+            logged=True,
+        )
+
+    def stream(self, request: DecodedRequest, times: RequestTimes) -> Steps:
+        """A decoupled model's generator for `request`, to step through; it counts as one call in flight
+        (against ``max_concurrency``) until `end_stream`."""
+        limit = self.model.max_concurrency
+        if limit is not None and self.in_flight >= limit:
+            raise ModelNotReady(f"model '{self.name}' is busy: {limit} requests already in flight, retry later")
+        model = self.model
+        plain = not (model.takes_parameters or model.takes_input_parameters)
+        kwargs = request.inputs if plain else arguments(model, request)
+        times.called = True
+        times.submitted = now()
+        try:
+            # Calling a generator function runs none of its body: cheap enough for the event loop.
+            produced = model.predict(**kwargs)
+        except OIPError:
+            raise
+        except Exception as exc:
+            raise self.failure(exc) from exc
+        if inspect.isasyncgen(produced):
+            steps: Steps = AsyncSteps(produced, times)
+        elif inspect.isgenerator(produced):
+            steps = SyncSteps(produced, self.pool, times)
+        else:
+            raise ModelError(
+                f"model '{self.name}' is decoupled but returned a {type(produced).__name__}, not a generator"
+            )
+        self.in_flight += 1
+        return steps
+
+    def end_stream(self) -> None:
+        self.in_flight -= 1
 
 
 def arguments(model: Model, request: DecodedRequest) -> dict[str, Any]:

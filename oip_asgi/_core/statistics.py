@@ -7,7 +7,8 @@ What each duration covers (nanoseconds, one count per request unless said otherw
 - ``compute_infer``: the model call (a batch's call, for each request that rode in it).
 - ``compute_output``: casting, checking and encoding the outputs into the response.
 - ``success``: requests answered 200, from the first byte read to the response built.
-- ``fail``: requests the model (or its outputs) failed, each once, with its time until then.
+- ``fail``: requests the model (or its outputs) failed, each once, with its time until then; and a
+  stream whose client left while its model ran (Triton's CANCELED).
 
 A request refused before the model runs (a bad datatype, shape or name; a model that is busy or not
 loaded) counts nowhere, not even in ``last_inference``. ``inference_count`` counts inferences: the
@@ -136,6 +137,14 @@ class ModelStatistics:
         self.fail.add(end - times.start)
         self.failures["OTHER" if times.returned else "BACKEND"] += 1
         if not times.batched and times.ended:  # its own call ran, and failed or gave outputs that did
+            self.failed_calls.add(times.ended - times.started)
+
+    def cancelled(self, times: RequestTimes, end: int) -> None:
+        """A request whose client left while its model ran (a stream cancelled): a failure, CANCELED."""
+        self.last_inference_ns = time.time_ns()
+        self.fail.add(end - times.start)
+        self.failures["CANCELED"] += 1
+        if times.ended:
             self.failed_calls.add(times.ended - times.started)
 
     def _batch_stats(self) -> dict[int, _BatchSize]:

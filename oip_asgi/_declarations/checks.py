@@ -88,6 +88,22 @@ def is_async(function: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
 
 
+def is_generator(function: Callable[..., Any]) -> bool:
+    """Whether calling `function` makes a generator (sync or async): a model that answers over time."""
+    call = type(function).__call__  # an instance whose __call__ is one counts too
+    kinds = (inspect.isgeneratorfunction, inspect.isasyncgenfunction)
+    return any(kind(candidate) for kind in kinds for candidate in (function, call))
+
+
+def check_decoupled(decoupled: bool, max_batch_size: Any) -> None:
+    """A decoupled model answers each request on its own: its responses cannot be split out of a batch's."""
+    if decoupled and max_batch_size is not None:
+        raise ValueError(
+            "a decoupled model (a generator, which answers over time) cannot batch: leave max_batch_size unset; "
+            "each request runs its own generator"
+        )
+
+
 def check_signature(predict: Callable[..., Any], inputs: Sequence[Any] | None) -> None:
     """The callable must accept each declared input by name, and ask for nothing else."""
     if inputs is None:

@@ -12,7 +12,16 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
-from .checks import check_batching, check_labels, check_signature, checked_specs, is_async, takes_argument
+from .checks import (
+    check_batching,
+    check_decoupled,
+    check_labels,
+    check_signature,
+    checked_specs,
+    is_async,
+    is_generator,
+    takes_argument,
+)
 from .result import Result
 from .spec import TensorSpec
 from .triton import version_key
@@ -88,6 +97,9 @@ class Model:
         check_signature(predict, self.inputs)
         check_labels(labels, self.outputs)
         check_batching(max_batch_size, max_batch_delay, self.inputs, self.outputs)
+        # A generator function is a decoupled model: each value it yields is one response (docs/streaming.md).
+        self.decoupled = is_generator(predict)
+        check_decoupled(self.decoupled, max_batch_size)
         self._input_specs = {spec.name: spec for spec in self.inputs or ()}
         self._output_specs = {spec.name: spec for spec in self.outputs or ()}
         self.labels = labels

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -21,6 +22,8 @@ from .._declarations.errors import BadRequest, ClientDisconnected, MethodNotAllo
 from .._declarations.model import ModelsArgument
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .body import BodyReader
+from .generate import error_event
+from .generate_exchange import EVENT_STREAM_UTF8, GenerateExchange
 from .openapi import OpenAPI
 from .paths import route_path
 from .request import read_request
@@ -102,6 +105,9 @@ class OIPApp:
         # The most frequent request first: each route is one regular expression to try.
         self.routes = [
             Route(_MODEL + r"/infer/?", {"POST": self._infer}, "inference"),
+            # Triton's generate extension (a flat JSON object in and out; server-sent events for the stream).
+            Route(_MODEL + r"/generate/?", {"POST": self._generate}, "inference"),
+            Route(_MODEL + r"/generate_stream/?", {"POST": self._generate_stream}, "inference"),
             Route(r"/?", {"GET": self._server_metadata}, "metadata"),
             Route(r"/health/live/?", {"GET": self._live}, "health"),
             Route(r"/health/ready/?", {"GET": self._ready}, "health"),
@@ -258,12 +264,55 @@ class OIPApp:
         name, version = match.group("name", "version")
         await self.core.infer(name, version, _RESTExchange(self, scope, receive, send))
 
+    async def _generate(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        await self._answer_generate(scope, receive, send, match, streaming=False)
+
+    async def _generate_stream(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        await self._answer_generate(scope, receive, send, match, streaming=True)
+
+    async def _answer_generate(
+        self, scope: Scope, receive: Receive, send: Send, match: re.Match[str], *, streaming: bool
+    ) -> None:
+        headers = _body_headers(scope)
+        reader = BodyReader(
+            receive,
+            limit=self.max_json_size,
+            content_length=_length_header(headers, b"content-length"),
+            content_encoding=headers.get(b"content-encoding"),
+        )
+        exchange = GenerateExchange(reader, receive, send, streaming=streaming)
+        name, version = match.group("name", "version")
+        try:
+            await self.core.infer(name, version, exchange, self.core.answer_streaming)
+        except asyncio.CancelledError:
+            if not exchange.left:
+                raise
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # our own cancellation, for a client that left: the request ends here
+        except (ClientDisconnected, SendFailed):
+            raise
+        except Exception as exc:
+            if not (streaming and exchange.decoded):
+                raise  # found before the model ran (or on /generate): a JSON error body with its status
+            # As Triton: an event holding the error, under the status it has when it is the first thing sent.
+            error = self.core.answer(exc, f"POST {scope.get('path')}")
+            stream = exchange.stream
+            if stream is None:
+                stream = ResponseStream(send)
+                await stream.start(error.status_code, [EVENT_STREAM_UTF8, *_raw_headers(error.headers)])
+            await stream.send(error_event(error.message))
+            await stream.finish()
+        finally:
+            exchange.stop_watching()
+
 
 class _RESTExchange:
     """An inference request on HTTP: its body read as it streams in; its one response sent in slices,
     or its several responses as server-sent events, each the JSON of one response."""
 
     __slots__ = ("_app", "_headers", "_reader", "_receive", "_send", "_stream", "responses", "sent")
+    endpoint = "HTTP end point"
 
     def __init__(self, app: OIPApp, scope: Scope, receive: Receive, send: Send) -> None:
         self._app = app
@@ -341,6 +390,10 @@ def _body_headers(scope: Scope) -> dict[bytes, str]:
         if key in _INFERENCE_HEADERS and key not in headers:  # the first of repeated headers counts
             headers[key] = value.decode("latin-1")
     return headers
+
+
+def _raw_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in headers.items()]
 
 
 def _header(scope: Scope, name: str) -> bytes | None:

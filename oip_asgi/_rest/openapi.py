@@ -88,6 +88,50 @@ def _infer(operation_id: str) -> dict[str, Any]:
     }
 
 
+GENERATE_REQUEST = {
+    "type": "object",
+    "description": "Triton's generate extension: keys that name the model's inputs are those inputs (a value or "
+    "a flat list), the others (and those of `parameters`) are parameters.",
+    "properties": {
+        "id": {"type": "string"},
+        "parameters": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
+    },
+    "additionalProperties": True,
+}
+ERROR = {"$ref": REF.format(name="Error")}
+GENERATE_RESPONSE = {
+    "type": "object",
+    "description": "model_name, model_version, the request's id, the response's parameters, and each output "
+    "by name (one element as that value, more as a flat list).",
+    "properties": {"id": {"type": "string"}, "model_name": {"type": "string"}, "model_version": {"type": "string"}},
+    "required": ["model_name", "model_version"],
+    "additionalProperties": True,
+}
+
+
+def _event(data: dict[str, Any]) -> dict[str, Any]:
+    """A server-sent event whose data is JSON of the schema `data` (as OpenAPI 3.2 describes an event stream)."""
+    text = {"type": "string", "contentMediaType": "application/json", "contentSchema": data}
+    return {"type": "object", "properties": {"data": text}, "required": ["data"]}
+
+
+def _generate(operation_id: str, streaming: bool) -> dict[str, Any]:
+    if streaming:
+        ok: dict[str, Any] = {
+            "description": "One server-sent event (`data: {json}`) per response, as the model yields them; a "
+            'failure after the first as an event `{"error": ...}`',
+            "content": {"text/event-stream": {"schema": _event({"anyOf": [GENERATE_RESPONSE, ERROR]})}},
+        }
+    else:
+        ok = {"description": "The model's one response", "content": {"application/json": {"schema": GENERATE_RESPONSE}}}
+    errors = {str(status): _json("Error", text) for status, text in ERRORS.items()}
+    if streaming:  # an error the model raises before its first response: one event holding it, under its status
+        for status in (500, 503):
+            errors[str(status)]["content"]["text/event-stream"] = {"schema": _event(ERROR)}
+    request = {"required": False, "content": {"application/json": {"schema": GENERATE_REQUEST}}}
+    return {"post": {"operationId": operation_id, "requestBody": request, "responses": {"200": ok, **errors}}}
+
+
 def _parameter(name: str, values: list[str]) -> dict[str, Any]:
     # An enum of what the app serves, so that generated requests reach real models.
     schema: dict[str, Any] = {"type": "string", "enum": values} if values else {"type": "string"}
@@ -126,6 +170,11 @@ def build_document(server: ServerMetadata, served: ServedModels) -> dict[str, An
             **_get(f"model{suffix}_ready", "ModelReady", "The model is ready", *errors, not_ready=True),
         }
         paths[f"{prefix}/infer"] = {"parameters": parameters, **_infer(f"model{suffix}_infer")}
+        paths[f"{prefix}/generate"] = {"parameters": parameters, **_generate(f"model{suffix}_generate", False)}
+        paths[f"{prefix}/generate_stream"] = {
+            "parameters": parameters,
+            **_generate(f"model{suffix}_generate_stream", True),
+        }
     return {
         "openapi": "3.1.0",
         "info": {

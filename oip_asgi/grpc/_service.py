@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -30,6 +30,10 @@ STREAM_WINDOW = 64
 # A stream that sends no request for this long after it opens is ended.
 DEFAULT_FIRST_REQUEST_TIMEOUT = 60.0
 _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
+# Triton's parameters on streamed responses: whether a response is its request's last, and the request's
+# wish for an empty last response from a decoupled model (which otherwise marks its end with nothing).
+FINAL = "triton_final_response"
+EMPTY_FINAL = "triton_enable_empty_final_response"
 
 # Triton's RPCs of the extensions this server does not offer: each one's group, and which of the group's.
 UNOFFERED = {
@@ -142,6 +146,14 @@ class _Outlet:
         self._messages.task_done()
 
 
+class _Ends(NamedTuple):
+    """How a streamed request's responses end, as Triton marks them."""
+
+    flag: dict[str, bool]  # the parameter every response carries: final for a model that answers once
+    version: str  # the version that answers, for the empty final response
+    empty_final: bool  # the request asked for an empty final response at its end
+
+
 class _GRPCExchange:
     """An inference request in a ModelInferRequest: parsed already, its responses serialized for grpcio.
 
@@ -149,7 +161,7 @@ class _GRPCExchange:
     to its `outlet`, which the call sends in order.
     """
 
-    __slots__ = ("_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses", "sent")
+    __slots__ = ("_ends", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses", "sent")
 
     def __init__(
         self,
@@ -163,11 +175,23 @@ class _GRPCExchange:
         self._outlet = outlet
         self._stream_field = None if outlet is None else _STREAM_RESPONSE_FIELD
         self._typed = False
+        self._ends: _Ends | None = None  # on a stream, once decoded: how the request's responses end
         self.received = received
         self.sent = self.responses = 0
 
+    @property
+    def endpoint(self) -> str:
+        return "ModelInfer RPC" if self._outlet is None else "ModelStreamInfer RPC"
+
     async def decode(self, model: ServedModel) -> DecodedRequest:
         decoded, self._typed = decode_request(self._request, model, self._raw)
+        asked = decoded.parameters.pop(EMPTY_FINAL, False)  # the stream's to act on, not the model's
+        if not isinstance(asked, bool):  # Triton's words
+            raise BadRequest(f"invalid value type for '{EMPTY_FINAL}' parameter, expected bool_param.")
+        if self._outlet is not None:
+            # As Triton: a model that answers once marks its one response final; a decoupled model's
+            # responses are not, its end is the empty final response (when asked for) or nothing.
+            self._ends = _Ends({FINAL: not model.decoupled}, model.version, asked)
         return decoded
 
     def encode(
@@ -177,6 +201,9 @@ class _GRPCExchange:
         outputs: list[OutputTensor],
         parameters: dict[str, Any] | None,
     ) -> bytes:
+        if self._ends is not None:
+            final = self._ends.flag
+            parameters = {**parameters, **final} if parameters else final
         return serialize(*encode_response(model, request, outputs, parameters, self._typed), self._stream_field)
 
     async def send(self, response: bytes) -> None:
@@ -201,7 +228,27 @@ class _GRPCExchange:
 
     async def finish(self) -> None:
         assert self._outlet is not None, "finish before start"
+        if self._ends is not None and self._ends.empty_final:
+            end = stream_end(self._request, version=self._ends.version)
+            await self._outlet.put_taken(end.SerializeToString())
         self._outlet.end()
+
+
+def stream_end(
+    request: pb.ModelInferRequest, error: str = "", version: str | None = None
+) -> pb.ModelStreamInferResponse:
+    """A request's last response on a stream with no outputs: its empty final response, or its error.
+
+    It carries the request's id and model name, and the version served (the request's, if none was
+    looked up), so that a client matches it to its request.
+    """
+    response = pb.ModelStreamInferResponse(error_message=error)
+    infer_response = response.infer_response
+    infer_response.id = request.id
+    infer_response.model_name = request.model_name
+    infer_response.model_version = request.model_version if version is None else version
+    infer_response.parameters[FINAL].bool_param = True
+    return response
 
 
 class InferenceService:
@@ -377,17 +424,14 @@ class InferenceService:
             try:
                 request, raw = parse_request(body)
                 exchange = _GRPCExchange(request, raw, len(body), outlet)
-                await self.core.infer(request.model_name, request.model_version or None, exchange)
+                core = self.core
+                await core.infer(request.model_name, request.model_version or None, exchange, core.answer_streaming)
                 return
             except Exception as exc:
                 error = self.core.answer(exc, "gRPC ModelStreamInfer")
             if outlet.ended:  # its responses have ended: the server's log is the only place left for it
                 return
-            failed = pb.ModelStreamInferResponse(error_message=error.message)
-            if request is not None:  # the id, so that a client matches the error to its request
-                failed.infer_response.id = request.id
-                failed.infer_response.model_name = request.model_name
-                failed.infer_response.model_version = request.model_version
-            outlet.put(failed.SerializeToString())
+            # Its last response, marked final as Triton marks a failed one; with the request's id, when it parsed.
+            outlet.put(stream_end(request or pb.ModelInferRequest(), error.message).SerializeToString())
         finally:
             outlet.end()  # whatever happened: the call goes on to the next request

@@ -10,7 +10,7 @@ calls `read_model` off the event loop and serves what it returns.
 from __future__ import annotations
 
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,9 +148,22 @@ def _read(
         _with_reshapes(_version(folder / number, number, settings, config or {}, modules), config or {})
         for number in _versions(folder, config or {})
     ]
+    _check_decoupled(name, config or {}, versions)
     ignored = unacted(config or {})
     warnings = [f"config fields not acted on: {', '.join(ignored)}"] if ignored else []
     return DirectoryModel(name, versions, _completed(config, name, versions[-1]), warnings, modules)
+
+
+def _check_decoupled(name: str, config: Mapping[str, Any], versions: Sequence[Model]) -> None:
+    """A config that declares the model decoupled is refused for a model that answers once: it would never stream."""
+    if not config.get("model_transaction_policy", {}).get("decoupled", False):
+        return
+    once = [model.version for model in versions if not model.decoupled]
+    if once:
+        raise RepositoryError(
+            f"model {name!r}: config.pbtxt declares model_transaction_policy {{ decoupled: true }}, but version "
+            f"{', '.join(once)} answers once; a decoupled model is a generator function (it yields each response)"
+        )
 
 
 def _with_reshapes(model: Model, config: Mapping[str, Any]) -> Model:
@@ -315,6 +328,8 @@ def _completed(config: dict[str, Any] | None, name: str, newest: Model) -> dict[
     if not completed.get("backend"):
         completed["backend"] = backend_of(completed.get("platform", ""))
     completed.setdefault("version_policy", {"latest": {"num_versions": 1}})
+    if newest.decoupled:
+        completed["model_transaction_policy"] = {"decoupled": True}
     batching = completed.get("max_batch_size", 0) > 0
     for key, specs in (("input", newest.inputs), ("output", newest.outputs)):
         if key not in completed and specs:

@@ -31,6 +31,7 @@ HONOURED: dict[str, Any] = {
     "input": {"name": True, "data_type": True, "dims": True, "optional": True, "reshape": True},
     "output": {"name": True, "data_type": True, "dims": True, "label_filename": True, "reshape": True},
     "dynamic_batching": {"max_queue_delay_microseconds": True},
+    "model_transaction_policy": {"decoupled": True},
 }
 
 

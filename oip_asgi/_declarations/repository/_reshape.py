@@ -8,7 +8,7 @@ callable is wrapped, so what serves it sees an ordinary `Model` whose tensors ar
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ def reshaped(model: Model, inputs: Mapping[str, list[int]], outputs: Mapping[str
         return model
     declared = {spec.name: list(spec.shape[1:] if batching else spec.shape) for spec in model.outputs or ()}
     single = next(iter(declared)) if len(declared) == 1 else None
-    wrapper = _AsyncReshaped if model.is_async else _Reshaped
+    wrapper = _wrapper(model.predict, model.is_async)
     predict = wrapper(model.predict, dict(inputs), {name: declared[name] for name in outputs if name in declared})
     predict.batching, predict.single = batching, single
     return Model(predict, **model.options())
@@ -95,3 +95,25 @@ class _Reshaped:
 class _AsyncReshaped(_Reshaped):
     async def __call__(self, **arguments: Any) -> Any:
         return self.given_back(await self.predict(**self.taken(arguments)))
+
+
+class _GeneratorReshaped(_Reshaped):
+    def __call__(self, **arguments: Any) -> Iterator[Any]:
+        for value in self.predict(**self.taken(arguments)):
+            yield self.given_back(value)
+
+
+class _AsyncGeneratorReshaped(_Reshaped):
+    async def __call__(self, **arguments: Any) -> AsyncIterator[Any]:
+        async for value in self.predict(**self.taken(arguments)):
+            yield self.given_back(value)
+
+
+def _wrapper(predict: Callable[..., Any], is_async: bool) -> type[_Reshaped]:
+    """The wrapper that keeps `predict`'s kind: what the core reads to call it (awaited, on a thread, iterated)."""
+    call = type(predict).__call__
+    if inspect.isasyncgenfunction(predict) or inspect.isasyncgenfunction(call):
+        return _AsyncGeneratorReshaped
+    if inspect.isgeneratorfunction(predict) or inspect.isgeneratorfunction(call):
+        return _GeneratorReshaped
+    return _AsyncReshaped if is_async else _Reshaped

@@ -1,0 +1,103 @@
+"""A generate request on HTTP: its JSON body read whole, its responses sent as Triton's generate extension does.
+
+``/generate`` sends its one response as JSON; ``/generate_stream`` sends each as a server-sent event
+(``text/event-stream; charset=utf-8``), uncompressed so that an event reaches the client when sent.
+While a stream is answered, the client's leaving (``http.disconnect``) cancels the request, which
+closes the model's generator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.types import Receive, Send
+
+from .._core.inference import DecodedRequest, OutputTensor
+from .._core.serving import ServedModel
+from .._declarations.errors import ModelError
+from .body import BodyReader
+from .generate import ONE_RESPONSE, generate_request, generate_response
+from .responses import JSON, ResponseStream, event, send_response
+
+EVENT_STREAM_UTF8 = (b"content-type", b"text/event-stream; charset=utf-8")
+
+
+class GenerateExchange:
+    """What the core asks of the wire, for ``/generate`` (`streaming` false) and ``/generate_stream``."""
+
+    endpoint = "HTTP end point"
+
+    def __init__(self, reader: BodyReader, receive: Receive, send: Send, *, streaming: bool) -> None:
+        self._reader = reader
+        self._receive = receive
+        self._send = send
+        self.streaming = streaming
+        self.stream: ResponseStream | None = None  # once the answer has started
+        self.decoded = False  # the request was read and checked: a failure from here on is the model's
+        self.left = False  # the client went away while it was answered
+        self.finished = False  # the answer's end was sent: a disconnect after it is the connection's end
+        self._kept: bytes | None = None  # /generate: its one response, sent once the model has ended
+        self._watch: asyncio.Task[None] | None = None
+        self.sent = self.responses = 0
+
+    @property
+    def received(self) -> int:
+        return self._reader.received
+
+    async def decode(self, model: ServedModel) -> DecodedRequest:
+        request = generate_request(await self._reader.read_rest(), model)
+        self.decoded = True
+        if self.streaming:  # the body is read: from here the client's next message is its leaving
+            self._watch = asyncio.get_running_loop().create_task(self._until_left(asyncio.current_task()))
+        return request
+
+    async def _until_left(self, answering: asyncio.Task[Any] | None) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        if answering is not None and not self.finished:
+            self.left = True
+            answering.cancel()
+
+    def stop_watching(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+
+    def encode(
+        self,
+        model: ServedModel,
+        request: DecodedRequest,
+        outputs: list[OutputTensor],
+        parameters: dict[str, Any] | None,
+    ) -> bytes:
+        return generate_response(model, request, outputs, parameters)
+
+    async def send(self, response: bytes) -> None:
+        """A model that answers once: its one response, as an event or as JSON."""
+        await self.start()
+        await self.send_next(response)
+        await self.finish()
+
+    async def start(self) -> None:
+        if self.streaming:
+            self.stream = ResponseStream(self._send)
+            await self.stream.start(200, [EVENT_STREAM_UTF8, (b"cache-control", b"no-cache")])
+
+    async def send_next(self, response: bytes) -> None:
+        if self.stream is None:  # /generate: kept until the end, which tells whether it was the only one
+            if self._kept is not None:
+                raise ModelError(ONE_RESPONSE)  # ends the model at once: the answer cannot be sent
+            self._kept = response
+            self.responses += 1
+            return
+        await self.stream.send(event(response))
+        self.sent, self.responses = self.stream.sent, self.responses + 1
+
+    async def finish(self) -> None:
+        if self.stream is not None:
+            self.finished = True
+            await self.stream.finish()
+            return
+        if self._kept is None:
+            raise ModelError(ONE_RESPONSE)
+        self.sent = await send_response(self._send, 200, [JSON], [self._kept])
