@@ -13,7 +13,7 @@ from typing import Protocol
 from .._declarations.datatypes import DATATYPES, element_size
 from .._declarations.errors import BadRequest, quoted
 from .._declarations.spec import TensorSpec
-from .inference import RequestedOutput
+from .request import RequestedOutput
 from .serving import ServedModel
 from .tensors import binary_size, shape_text
 

@@ -18,8 +18,7 @@ from .._declarations.result import Result
 from .classification import classify
 
 # Where the wires have long imported them from: named here too.
-from .request import DecodedRequest as DecodedRequest
-from .request import RequestedOutput as RequestedOutput
+from .request import DecodedRequest, RequestedOutput
 from .serving import ServedModel
 from .tensors import output_array, shape_text
 

@@ -38,10 +38,11 @@ from .._declarations.spec import TensorSpec
 from .._version import __version__
 from . import life
 from .control import ModelControl
-from .inference import DecodedRequest, OutputTensor, model_outputs
+from .inference import OutputTensor, model_outputs
 from .logs import show_unless_configured
 from .metadata import ModelMetadata, ServerMetadata, TensorMetadata
 from .model_config import model_config
+from .request import DecodedRequest
 from .served import ServedModels
 from .serving import ServedModel, error_id
 from .statistics import RequestTimes, now

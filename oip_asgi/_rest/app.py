@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 from starlette.types import Receive, Scope, Send
 
-from .._core.inference import DecodedRequest, OutputTensor
+from .._core.inference import OutputTensor
+from .._core.request import DecodedRequest
 from .._core.server import CoreOptions, ServerCore
 from .._core.serving import ServedModel
 from .._core.unsupported import unsupported

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .._core.inference import DecodedRequest, OutputTensor
+from .._core.inference import OutputTensor
+from .._core.request import DecodedRequest
 from .._core.serving import ServedModel
 from .._declarations.datatypes import native_dtype
 from .._declarations.errors import BadRequest, ModelError, quoted

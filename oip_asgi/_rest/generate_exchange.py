@@ -13,7 +13,8 @@ from typing import Any
 
 from starlette.types import Receive, Send
 
-from .._core.inference import DecodedRequest, OutputTensor
+from .._core.inference import OutputTensor
+from .._core.request import DecodedRequest
 from .._core.serving import ServedModel
 from .._declarations.errors import ModelError
 from .body import BodyReader

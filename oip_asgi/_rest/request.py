@@ -11,7 +11,7 @@ import mmap
 import numpy as np
 
 from .._core.checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
-from .._core.inference import DecodedRequest, RequestedOutput
+from .._core.request import DecodedRequest, RequestedOutput
 from .._core.serving import ServedModel
 from .._core.tensors import array_from_binary
 from .._declarations.errors import BadRequest, PayloadTooLarge, quoted

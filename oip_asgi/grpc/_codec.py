@@ -16,7 +16,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from .._core.checks import bad_classification, check_binary_size, check_inputs, check_outputs
-from .._core.inference import DecodedRequest, OutputTensor, RequestedOutput
+from .._core.inference import OutputTensor
+from .._core.request import DecodedRequest, RequestedOutput
 from .._core.serving import ServedModel
 from .._core.tensors import array_from_binary, binary_chunks, miscount, out_of_range
 from .._declarations.datatypes import native_dtype

@@ -15,7 +15,8 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
-from .._core.inference import DecodedRequest, OutputTensor
+from .._core.inference import OutputTensor
+from .._core.request import DecodedRequest
 from .._core.server import HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
 from .._core.unsupported import unsupported

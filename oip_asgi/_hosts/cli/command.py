@@ -158,19 +158,11 @@ def serve(args: argparse.Namespace) -> int:
         if problem is not None:
             _error(problem)
             return USAGE
-    try:
+    try:  # the options' own checks, each a usage error
         files = _files(args)
-    except TargetError as exc:
-        _error(str(exc))
-        return USAGE
-    try:
         repository = _repository(args)
-    except TargetError as exc:
-        _error(str(exc))
-        return USAGE
-    try:
         security = checked(args)
-    except SecurityError as exc:
+    except (TargetError, SecurityError) as exc:
         _error(str(exc))
         return USAGE
     if args.model_control_mode == "explicit" and args.workers > 1:
