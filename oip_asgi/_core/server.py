@@ -215,25 +215,24 @@ class ServerCore:
 
     def shutdown(self) -> None:
         """Stop loading and polling, and the worker threads; the models' ``unload`` steps do not run (`close`)."""
-        if self._loading is not None:
-            self._loading.cancel()
-            self._loading = None
-        if self.control is not None:
-            self.control.stop()
+        self._stop_background()
         self.pool.shutdown()
 
     async def close(self) -> None:
         """Shut down once every version has stopped serving (its requests in flight finished) and run its
         ``unload`` step. The models from code are served again, not loaded, for a later start."""
+        self._stop_background()  # no load or poll may put a model back while they retire
+        async with anyio.create_task_group() as group:
+            for name in self.served.names():
+                group.start_soon(self._retire, name)
+        self.pool.shutdown()
+
+    def _stop_background(self) -> None:
         if self._loading is not None:
             self._loading.cancel()
             self._loading = None
         if self.control is not None:
             self.control.stop()
-        async with anyio.create_task_group() as group:
-            for name in self.served.names():
-                group.start_soon(self._retire, name)
-        self.shutdown()
 
     async def _retire(self, name: str) -> None:
         async with self.served.locks.hold(name):

@@ -133,7 +133,7 @@ class Model:
         try:
             return cls(**file_model(path, format, own, declared))
         except UnknownOption as exc:
-            raise TypeError(f"{exc.message}, and Model's own: {', '.join(sorted(OPTIONS))}") from None
+            raise TypeError(f"{exc}, and Model's own: {', '.join(sorted(OPTIONS))}") from None
 
     def options(self) -> dict[str, Any]:
         """What was declared besides the callable: `Model`'s keyword arguments, as given."""

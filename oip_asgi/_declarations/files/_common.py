@@ -65,10 +65,6 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
 class UnknownOption(TypeError):
     """`Model.from_file` given an option neither the file's format nor `Model` takes."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
 
 def check_options(own: Mapping[str, Any], accepted: Sequence[str], format: str) -> None:
     unknown = sorted(set(own) - set(accepted))
