@@ -16,7 +16,7 @@ from ._declarations.errors import (
     UnsupportedMediaType,
 )
 from ._declarations.model import Model, ModelsArgument, Predict
-from ._declarations.repository.declaration import ModelRepository
+from ._declarations.model_repository import ModelRepository
 from ._declarations.result import Result
 from ._declarations.spec import TensorSpec
 from ._rest.app import OIPApp, oip_app

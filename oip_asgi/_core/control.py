@@ -30,6 +30,7 @@ import anyio.to_thread
 
 from .._declarations.errors import BadRequest, OIPError, quoted
 from .._declarations.model import Model
+from .._declarations.model_repository import ModelRepository
 from .._declarations.repository import (
     Modules,
     PathError,
@@ -40,7 +41,6 @@ from .._declarations.repository import (
     register,
     release,
 )
-from .._declarations.repository.declaration import ModelRepository
 from . import life
 from .served import ServedModels
 

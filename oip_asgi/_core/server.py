@@ -33,11 +33,10 @@ from .._declarations.errors import (
     quoted,
 )
 from .._declarations.model import Model, ModelsArgument, Outputs, checked_models, declared_versions
-from .._declarations.repository.declaration import ModelRepository
+from .._declarations.model_repository import ModelRepository
 from .._declarations.spec import TensorSpec
 from .._version import __version__
 from . import life
-from .control import ModelControl
 from .inference import OutputTensor, model_outputs
 from .logs import show_unless_configured
 from .metadata import ModelMetadata, ServerMetadata, TensorMetadata
@@ -52,6 +51,8 @@ from .workers import DEFAULT_MAX_THREADS, Escaped, WorkerPool
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
+
+    from .control import ModelControl
 
 logger = logging.getLogger("oip_asgi")
 access_logger = logging.getLogger("oip_asgi.access")
@@ -171,11 +172,12 @@ class ServerCore:
         if access_log:
             show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
         # A model repository's models come and go; the models given here stay as they are.
-        self.control = (
-            None
-            if model_repository is None
-            else ModelControl(self, model_repository, load_switch_interval=load_switch_interval)
-        )
+        self.control: ModelControl | None = None
+        if model_repository is not None:
+            # The repository's reader is imported by the apps that serve one: no cost of every start.
+            from .control import ModelControl
+
+            self.control = ModelControl(self, model_repository, load_switch_interval=load_switch_interval)
         extensions = sorted([*EXTENSIONS, "model_repository"]) if self.control is not None else list(EXTENSIONS)
         self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
         self._tracer = tracer() if tracing else None

@@ -18,13 +18,13 @@ from typing import Any
 from ..files import FORMATS
 from ..files._common import AdvisedError
 from ..model import Model
+from ..model_repository import ModelRepository
 from ..spec import TensorSpec
 from ..triton import DATATYPES_OF, backend_of, is_integer_version, tensor_json
 from ._config import ConfigError, checked_json, read_pbtxt, unacted
 from ._modules import Modules, module_name, register, release
 from ._paths import PathError, folder_fingerprint, inside, is_model_name, model_folder, write_files
 from ._reshape import reshaped, reshapes
-from .declaration import ModelRepository
 
 __all__ = [
     "DirectoryModel",

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..._declarations.extras import install_line
 from ..._declarations.files import MODEL_EXTENSIONS
-from ..._declarations.repository.declaration import ModelRepository
+from ..._declarations.model_repository import ModelRepository
 from .arguments import parser, triton_booleans
 from .logs import log_config
 from .security import SecurityError, checked

@@ -16,7 +16,7 @@ from ..._declarations.files import detect_format
 from ..._declarations.files._common import AdvisedError
 from ..._declarations.files.labels import labels_beside
 from ..._declarations.model import Model
-from ..._declarations.repository.declaration import ModelRepository
+from ..._declarations.model_repository import ModelRepository
 from ..._declarations.restricted import restrictions
 from ..._declarations.spec import TensorSpec
 from ..._rest.app import OIPApp
