@@ -144,7 +144,8 @@ def request_texts(draw: st.DrawFn) -> tuple[bytes, bool]:
             edges = st.sampled_from(_edges(DTYPES.get(datatype, np.dtype(bool))))
             odd = draw(st.one_of(edges, _odd_elements) if draw(st.booleans()) else edges)
             values[draw(st.integers(0, len(values) - 1))] = odd
-            plain = plain and not isinstance(odd, list)
+            # simdjson reads no integer outside int64 and uint64 (the bulk path steps aside for msgspec's)
+            plain = plain and not isinstance(odd, list) and not (isinstance(odd, int) and not -(2**63) <= odd < 2**64)
         plain = plain and not any("[" in value for value in values if isinstance(value, str))  # looks like a row
         data: Any = values
         if array.ndim > 1 and draw(st.integers(0, 3)) == 0:
@@ -176,6 +177,7 @@ def _outcome(name: str, datatype: str, shape: list[int], data: Any) -> tuple[str
 @given(request_texts())
 @example((b'{"inputs": [{"name": "x", "shape": [1], "datatype": "UINT64", "data": [18446744073709551615]}]}', True))
 @example((b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP64", "datatype": "FP32", "data": [0.1]}]}', False))
+@example((b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [-9223372036854775809]}]}', False))
 def test_the_bulk_parser_agrees_with_msgspec(request: tuple[bytes, bool]) -> None:
     """simdjson's path gives the request msgspec's gives, or steps aside; for plain requests it never steps aside."""
     text, plain = request
