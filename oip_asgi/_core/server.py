@@ -36,7 +36,7 @@ from .._declarations.model import Model, ModelsArgument, Outputs, checked_models
 from .._declarations.model_repository import ModelRepository
 from .._declarations.spec import TensorSpec
 from .._version import __version__
-from . import life
+from . import heap, life
 from .inference import OutputTensor, model_outputs
 from .logs import show_unless_configured
 from .metadata import ModelMetadata, ServerMetadata, TensorMetadata
@@ -131,6 +131,7 @@ class CoreOptions(TypedDict, total=False):
     model_repository: ModelRepository | str | os.PathLike[str] | None
     load_switch_interval: float | None
     strict_readiness: bool
+    freeze_heap: bool
 
 
 class DecoupledUnsupported(OIPError, status_code=501, grpc_code="UNIMPLEMENTED"):
@@ -158,6 +159,7 @@ class ServerCore:
         model_repository: ModelRepository | str | os.PathLike[str] | None = None,
         load_switch_interval: float | None = None,
         strict_readiness: bool = True,
+        freeze_heap: bool = True,
     ) -> None:
         self.pool = WorkerPool(max_threads)  # the threads this server's sync models run on
         self.served = ServedModels()
@@ -168,6 +170,7 @@ class ServerCore:
         self.max_body_size = max_body_size  # the largest request, on any wire
         self.expose_errors = expose_errors
         self.strict_readiness = strict_readiness
+        self.freeze_heap = freeze_heap  # the heap after loads kept out of full collections (heap.py)
         self.access_log = access_log
         if access_log:
             show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
@@ -201,6 +204,8 @@ class ServerCore:
                 group.start_soon(self._load_logged, model)
             if self.control is not None:
                 group.start_soon(self.control.started)
+        if self.freeze_heap:
+            heap.settle()
 
     async def _load_logged(self, model: ServedModel) -> None:
         since = life.clock()
@@ -291,6 +296,11 @@ class ServerCore:
             for model in versions:
                 life.loaded(name, model.version, since, reload=bool(replaced))
             await _unload(replaced)
+        if self.freeze_heap:
+            if replaced:
+                heap.release()  # the versions replaced are gone: collect what they held
+            else:
+                heap.settle()
 
     async def remove_model(self, name: str, *, record: bool = False) -> None:
         """Stop serving `name`: new requests get 404 at once, the requests in flight finish first.
@@ -304,6 +314,8 @@ class ServerCore:
             await _unload(self.served.unloading(name) if record else self.served.pop(name))
             if record:
                 self.served.unloaded(name)
+        if self.freeze_heap:
+            heap.release()
 
     # The repository extension, for every wire
 
