@@ -155,7 +155,6 @@ def _split(name: str, single_output: str, result: Any, rows: list[int]) -> list[
     if outputs is None:
         raise ModelError(f"model '{name}' returned nothing (None); return its outputs")
     total = sum(rows)
-    bounds = np.cumsum(rows)[:-1]
 
     def pieces(output: str, value: Any) -> list[Any]:
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
@@ -165,8 +164,15 @@ def _split(name: str, single_output: str, result: Any, rows: list[int]) -> list[
                 f"batched model '{name}' returned {got} for output '{output}' from a batch of {total} rows "
                 f"(requests of {', '.join(map(str, rows))}); each output needs one row per input row"
             )
-        return np.split(array, bounds)
+        return [array] if len(rows) == 1 else np.split(array, np.cumsum(rows[:-1]))
 
+    if len(rows) == 1:  # a batch of one (a lone request, or one of no delay): its result is its share, checked
+        if isinstance(outputs, Mapping):
+            for output, value in outputs.items():
+                pieces(output, value)
+        else:
+            pieces(single_output, outputs)
+        return [result]
     if isinstance(outputs, Mapping):
         split = {output: pieces(output, value) for output, value in outputs.items()}
         shares: list[Any] = [{output: parts[index] for output, parts in split.items()} for index in range(len(rows))]

@@ -6,13 +6,20 @@ its libraries and loaded its models holds hundreds of thousands that live as lon
 the young collections and are promoted, which triggers a full pass every second or so: measured on
 W8 (docs/benchmarks.md, issue 31), each paused the event loop and every request in flight for
 30-200 ms, which was the whole of its p99. Once the models have loaded, `settle` collects once and
-freezes what survives (`gc.freeze`): later full passes walk only what came after. An unload thaws
-first, so that the cycles of a model let go are collected, then settles again.
+freezes what survives (`gc.freeze`): later full passes walk only what came after.
+
+A model loaded or unloaded later (a model repository's) changes the heap: an unload thaws it at once,
+so that the cycles of the model let go are collected, and either settles it again once changes have
+stopped for `SETTLE_AFTER` seconds (a full pass each time would cost a burst of a thousand changes a
+thousand pauses).
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
+
+SETTLE_AFTER = 1.0  # seconds without a load or unload before the heap is settled again
 
 
 def settle() -> None:
@@ -21,7 +28,29 @@ def settle() -> None:
     gc.freeze()
 
 
-def release() -> None:
-    """After an unload: what it let go may be cyclic garbage among the frozen objects; collect it, then settle."""
-    gc.unfreeze()
-    settle()
+class Settler:
+    """One server's settling of the heap after its loads and unloads."""
+
+    def __init__(self) -> None:
+        self._pending: asyncio.TimerHandle | None = None
+
+    def settle(self) -> None:
+        """Now: the start-up loads have ended."""
+        self.cancel()
+        settle()
+
+    def changed(self, *, unloaded: bool) -> None:
+        """A model was loaded or unloaded: settle once the changes have stopped."""
+        if unloaded:
+            gc.unfreeze()  # what it let go may be cyclic garbage among the frozen: collectable again
+        self.cancel()
+        self._pending = asyncio.get_running_loop().call_later(SETTLE_AFTER, self._settled)
+
+    def _settled(self) -> None:
+        self._pending = None
+        settle()
+
+    def cancel(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None

@@ -170,7 +170,8 @@ class ServerCore:
         self.max_body_size = max_body_size  # the largest request, on any wire
         self.expose_errors = expose_errors
         self.strict_readiness = strict_readiness
-        self.freeze_heap = freeze_heap  # the heap after loads kept out of full collections (heap.py)
+        # The heap after loads kept out of the garbage collector's full passes (heap.py).
+        self._heap = heap.Settler() if freeze_heap else None
         self.access_log = access_log
         if access_log:
             show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
@@ -204,8 +205,8 @@ class ServerCore:
                 group.start_soon(self._load_logged, model)
             if self.control is not None:
                 group.start_soon(self.control.started)
-        if self.freeze_heap:
-            heap.settle()
+        if self._heap is not None:
+            self._heap.settle()
 
     async def _load_logged(self, model: ServedModel) -> None:
         since = life.clock()
@@ -235,6 +236,8 @@ class ServerCore:
         self.pool.shutdown()
 
     def _stop_background(self) -> None:
+        if self._heap is not None:
+            self._heap.cancel()
         if self._loading is not None:
             self._loading.cancel()
             self._loading = None
@@ -296,11 +299,8 @@ class ServerCore:
             for model in versions:
                 life.loaded(name, model.version, since, reload=bool(replaced))
             await _unload(replaced)
-        if self.freeze_heap:
-            if replaced:
-                heap.release()  # the versions replaced are gone: collect what they held
-            else:
-                heap.settle()
+        if self._heap is not None:
+            self._heap.changed(unloaded=bool(replaced))
 
     async def remove_model(self, name: str, *, record: bool = False) -> None:
         """Stop serving `name`: new requests get 404 at once, the requests in flight finish first.
@@ -314,8 +314,8 @@ class ServerCore:
             await _unload(self.served.unloading(name) if record else self.served.pop(name))
             if record:
                 self.served.unloaded(name)
-        if self.freeze_heap:
-            heap.release()
+        if self._heap is not None:
+            self._heap.changed(unloaded=True)
 
     # The repository extension, for every wire
 

@@ -1,0 +1,142 @@
+"""The cost around a model's call (issue 31): the heap kept out of full collections once models have
+loaded, and a model file's calls cheaper than the hop to a thread run on the event loop."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+from oip_asgi import Model, TensorSpec, oip_app
+from oip_asgi._core import heap, inline
+from oip_asgi._core.server import ServerCore
+from oip_asgi._declarations.files._common import Runner
+
+from ._client import client
+from .test_core import adding, until
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def thawed() -> Iterator[None]:
+    gc.unfreeze()  # whatever an earlier test froze: each test here starts from an unfrozen heap
+    yield
+    gc.unfreeze()
+
+
+# -- the heap ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("thawed")
+async def test_loading_the_models_freezes_the_heap_unless_told_not_to() -> None:
+    await ServerCore({"m": adding(1)}, freeze_heap=False).load()
+    assert gc.get_freeze_count() == 0
+    await ServerCore({"m": adding(1)}).load()
+    assert gc.get_freeze_count() > 0
+
+
+class _Cyclic:
+    """A model that holds a reference cycle, as many do: only the garbage collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+
+@pytest.mark.usefixtures("thawed")
+async def test_an_unloaded_model_frozen_with_the_heap_is_collected_and_the_heap_settles_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(heap, "SETTLE_AFTER", 0.01)
+    cyclic = _Cyclic()
+    gone = weakref.ref(cyclic)
+    core = ServerCore({})
+    await core.put_model("m", Model(cyclic, inputs=[TensorSpec("x", "INT32", [-1])]))
+    await core.load()  # frozen with everything else
+    del cyclic
+    await core.remove_model("m")
+    assert gc.get_freeze_count() == 0  # thawed at once
+    gc.collect()
+    assert gone() is None  # a frozen object is never collected: the unload thawed it
+    await until(lambda: gc.get_freeze_count() > 0)  # and the heap settled again once changes stopped
+    core.shutdown()
+
+
+# -- a model file's cheap calls on the event loop ----------------------------------------------------------------
+
+
+class _Recording(Runner):
+    """A model file's runner that records the thread of each call, and takes as long as told."""
+
+    def __init__(self) -> None:
+        self.outputs = ["y"]
+        self.threads: list[int] = []
+        self.seconds = 0.0
+
+    def __call__(self, **inputs: np.ndarray) -> Mapping[str, np.ndarray]:
+        self.threads.append(threading.get_ident())
+        if self.seconds:
+            time.sleep(self.seconds)
+        return {"y": inputs["x"]}
+
+
+SPECS: dict[str, Any] = {"inputs": [TensorSpec("x", "FP32", [-1])], "outputs": [TensorSpec("y", "FP32", [-1])]}
+
+
+def body(elements: int) -> dict[str, Any]:
+    return {"inputs": [{"name": "x", "shape": [elements], "datatype": "FP32", "data": [1.0] * elements}]}
+
+
+async def test_a_model_files_cheap_calls_run_on_the_event_loop_and_larger_or_slower_ones_on_threads() -> None:
+    runner = _Recording()
+    loop_thread = threading.get_ident()
+    async with client(oip_app({"m": Model(runner, **SPECS)})) as http:
+        for _ in range(50):  # the first call runs on a thread and is measured; the next of its size inline
+            assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
+            if runner.threads[-1] == loop_thread:
+                break
+        assert runner.threads[0] != loop_thread and runner.threads[-1] == loop_thread
+        assert (await http.post("/models/m/infer", json=body(8))).status_code == 200
+        assert runner.threads[-1] != loop_thread  # larger than any call measured: on a thread
+        runner.seconds = 2 * inline.BUDGET_NS / 1e9
+        assert (await http.post("/models/m/infer", json=body(4))).status_code == 200  # inline, found too slow
+        assert runner.threads[-1] == loop_thread
+        assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
+        assert runner.threads[-1] != loop_thread  # back on the threads for good
+
+
+async def test_a_plain_sync_function_always_runs_on_a_worker_thread() -> None:
+    threads: list[int] = []
+
+    def identity(x: np.ndarray) -> np.ndarray:
+        threads.append(threading.get_ident())
+        return x
+
+    async with client(oip_app({"m": Model(identity, **SPECS)})) as http:
+        for _ in range(10):
+            assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
+    assert threading.get_ident() not in threads and len(threads) == 10
+
+
+async def test_a_model_file_that_fails_inline_is_a_500_naming_the_model() -> None:
+    runner = _Recording()
+    loop_thread = threading.get_ident()
+    async with client(oip_app({"m": Model(runner, **SPECS)})) as http:
+        for _ in range(50):
+            await http.post("/models/m/infer", json=body(4))
+            if runner.threads[-1] == loop_thread:
+                break
+        runner.seconds = -1.0  # time.sleep refuses it: the call raises ValueError, on the loop
+        response = await http.post("/models/m/infer", json=body(4))
+    assert runner.threads[-1] == loop_thread
+    assert response.status_code == 500
+    assert "model 'm' raised ValueError" in response.json()["error"]
