@@ -3,6 +3,7 @@ loaded, and a model file's calls cheaper than the hop to a thread run on the eve
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 import time
@@ -140,3 +141,20 @@ async def test_a_model_file_that_fails_inline_is_a_500_naming_the_model() -> Non
     assert runner.threads[-1] == loop_thread
     assert response.status_code == 500
     assert "model 'm' raised ValueError" in response.json()["error"]
+
+
+async def test_a_model_files_call_with_other_requests_in_flight_runs_on_a_thread() -> None:
+    runner = _Recording()
+    loop_thread = threading.get_ident()
+    model = Model(runner, **SPECS, max_batch_size=8, max_batch_delay=0.05)
+    async with client(oip_app({"m": model})) as http:
+        for _ in range(50):  # lone requests of 8 elements: measured, then inline
+            assert (await http.post("/models/m/infer", json=body(8))).status_code == 200
+            if runner.threads[-1] == loop_thread:
+                break
+        assert runner.threads[-1] == loop_thread
+        calls = len(runner.threads)
+        both = await asyncio.gather(*(http.post("/models/m/infer", json=body(4)) for _ in range(2)))
+    assert [response.status_code for response in both] == [200, 200]
+    assert len(runner.threads) == calls + 1  # one batch of the two: 8 elements, as measured inline
+    assert runner.threads[-1] != loop_thread  # but two requests in flight: on a thread
