@@ -156,7 +156,7 @@ def _split(name: str, single_output: str, result: Any, rows: list[int]) -> list[
         raise ModelError(f"model '{name}' returned nothing (None); return its outputs")
     total = sum(rows)
 
-    def pieces(output: str, value: Any) -> list[Any]:
+    def checked(output: str, value: Any) -> np.ndarray:
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
         if array.ndim == 0 or array.shape[0] != total:
             got = "a scalar" if array.ndim == 0 else f"{array.shape[0]} rows"
@@ -164,14 +164,14 @@ def _split(name: str, single_output: str, result: Any, rows: list[int]) -> list[
                 f"batched model '{name}' returned {got} for output '{output}' from a batch of {total} rows "
                 f"(requests of {', '.join(map(str, rows))}); each output needs one row per input row"
             )
-        return [array] if len(rows) == 1 else np.split(array, np.cumsum(rows[:-1]))
+        return array
+
+    def pieces(output: str, value: Any) -> list[Any]:
+        return np.split(checked(output, value), np.cumsum(rows[:-1]))
 
     if len(rows) == 1:  # a batch of one (a lone request, or one of no delay): its result is its share, checked
-        if isinstance(outputs, Mapping):
-            for output, value in outputs.items():
-                pieces(output, value)
-        else:
-            pieces(single_output, outputs)
+        for output, value in outputs.items() if isinstance(outputs, Mapping) else [(single_output, outputs)]:
+            checked(output, value)
         return [result]
     if isinstance(outputs, Mapping):
         split = {output: pieces(output, value) for output, value in outputs.items()}

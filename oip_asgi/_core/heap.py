@@ -5,13 +5,14 @@ its libraries and loaded its models holds hundreds of thousands that live as lon
 (numpy's, scikit-learn's, the models' own). Under load, the objects of requests in flight survive
 the young collections and are promoted, which triggers a full pass every second or so: measured on
 W8 (docs/benchmarks.md, issue 31), each paused the event loop and every request in flight for
-30-200 ms, which was the whole of its p99. Once the models have loaded, `settle` collects once and
-freezes what survives (`gc.freeze`): later full passes walk only what came after.
+100-270 ms on a busy machine (30-60 ms on a quiet one), which was the whole of its p99. Once the
+models have loaded, `settle` collects once and freezes what survives (`gc.freeze`): later full
+passes walk only what came after.
 
 A model loaded or unloaded later (a model repository's) changes the heap: an unload thaws it at once,
-so that the cycles of the model let go are collected, and either settles it again once changes have
-stopped for `SETTLE_AFTER` seconds (a full pass each time would cost a burst of a thousand changes a
-thousand pauses).
+so that the cycles of the model let go are collected, and it is settled again once changes have stopped
+for `SETTLE_AFTER` seconds (a full pass after each would cost a burst of a thousand changes a thousand
+pauses).
 """
 
 from __future__ import annotations
