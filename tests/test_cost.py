@@ -8,6 +8,7 @@ import gc
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from oip_asgi import Model, TensorSpec, oip_app
 from oip_asgi._core import heap, inline
 from oip_asgi._core.server import ServerCore
 from oip_asgi._declarations.files._common import Runner
+from oip_asgi._hosts.cli.target import load_target
 
 from ._client import client
 from .test_core import adding, until
@@ -35,11 +37,20 @@ def thawed() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("thawed")
-async def test_loading_the_models_freezes_the_heap_unless_told_not_to() -> None:
-    await ServerCore({"m": adding(1)}, freeze_heap=False).load()
+async def test_loading_the_models_freezes_the_heap_only_when_asked() -> None:
+    await ServerCore({"m": adding(1)}).load()  # a mounted app leaves its host's process alone
     assert gc.get_freeze_count() == 0
-    await ServerCore({"m": adding(1)}).load()
+    await ServerCore({"m": adding(1)}, freeze_heap=True).load()
     assert gc.get_freeze_count() > 0
+
+
+def test_the_serve_command_freezes_the_heap_of_what_it_serves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "oip_cost_served.py").write_text(
+        "from oip_asgi import oip_app\nmodels = {'m': lambda x: x}\napp = oip_app(models)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for target in ("oip_cost_served:models", "oip_cost_served:app"):  # a mapping, and an app built without it
+        assert load_target(target).core.freeze_heap, target
 
 
 class _Cyclic:
@@ -59,7 +70,7 @@ async def test_an_unloaded_model_frozen_with_the_heap_is_collected_and_the_heap_
     monkeypatch.setattr(heap, "SETTLE_AFTER", 0.01)
     cyclic = _Cyclic()
     gone = weakref.ref(cyclic)
-    core = ServerCore({})
+    core = ServerCore({}, freeze_heap=True)
     await core.put_model("m", Model(cyclic, inputs=[TensorSpec("x", "INT32", [-1])]))
     await core.load()  # frozen with everything else
     del cyclic

@@ -74,11 +74,15 @@ def main() -> None:
         models.update(mlp_models(args.mlp_weights))
     if args.w9_files is not None:
         models.update(file_models(args.w9_files))
-    oip = oip_asgi.oip_app(models)
+    try:
+        # As the serve command does: the loaded heap out of the garbage collector's full passes (issue 31).
+        oip = oip_asgi.oip_app(models, freeze_heap=True)
+    except TypeError:  # `base`: a commit from before that option
+        oip = oip_asgi.oip_app(models)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await oip.load()  # as docs/integrations.md shows: loaded before the first request, the heap then settled
+        await oip.load()  # as docs/integrations.md shows: loaded before the first request, then the heap frozen
         yield
 
     app = Starlette(lifespan=lifespan)

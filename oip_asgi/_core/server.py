@@ -159,7 +159,7 @@ class ServerCore:
         model_repository: ModelRepository | str | os.PathLike[str] | None = None,
         load_switch_interval: float | None = None,
         strict_readiness: bool = True,
-        freeze_heap: bool = True,
+        freeze_heap: bool = False,
     ) -> None:
         self.pool = WorkerPool(max_threads)  # the threads this server's sync models run on
         self.served = ServedModels()
@@ -170,8 +170,10 @@ class ServerCore:
         self.max_body_size = max_body_size  # the largest request, on any wire
         self.expose_errors = expose_errors
         self.strict_readiness = strict_readiness
-        # The heap after loads kept out of the garbage collector's full passes (heap.py).
-        self._heap = heap.Settler() if freeze_heap else None
+        # The heap after loads kept out of the garbage collector's full passes (heap.py): process-wide, so
+        # only when asked (the serve command, which owns its process, does).
+        self.freeze_heap = freeze_heap
+        self._heap = heap.Settler()
         self.access_log = access_log
         if access_log:
             show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
@@ -205,7 +207,7 @@ class ServerCore:
                 group.start_soon(self._load_logged, model)
             if self.control is not None:
                 group.start_soon(self.control.started)
-        if self._heap is not None:
+        if self.freeze_heap:
             self._heap.settle()
 
     async def _load_logged(self, model: ServedModel) -> None:
@@ -236,8 +238,7 @@ class ServerCore:
         self.pool.shutdown()
 
     def _stop_background(self) -> None:
-        if self._heap is not None:
-            self._heap.cancel()
+        self._heap.cancel()
         if self._loading is not None:
             self._loading.cancel()
             self._loading = None
@@ -299,7 +300,7 @@ class ServerCore:
             for model in versions:
                 life.loaded(name, model.version, since, reload=bool(replaced))
             await _unload(replaced)
-        if self._heap is not None:
+        if self.freeze_heap:
             self._heap.changed(unloaded=bool(replaced))
 
     async def remove_model(self, name: str, *, record: bool = False) -> None:
@@ -314,7 +315,7 @@ class ServerCore:
             await _unload(self.served.unloading(name) if record else self.served.pop(name))
             if record:
                 self.served.unloaded(name)
-        if self._heap is not None:
+        if self.freeze_heap:
             self._heap.changed(unloaded=True)
 
     # The repository extension, for every wire
