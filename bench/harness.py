@@ -27,7 +27,7 @@ LOAD_CORE = 1
 MIN_REQUESTS = 10
 LONG_RUN_SECONDS = 20.0
 MLP_WORKLOADS = ("W8", "W8u")
-W9_SERVERS = ("ours", "mlserver", "pytriton")
+W9_SERVERS = ("ours", "base", "mlserver", "pytriton")
 W9_FILES = Path(__file__).resolve().parent / "w9_files.py"
 BATCH_ROWS = 32  # ours' max_batch_size in W8 (apps/ours_app.py)
 
@@ -81,7 +81,9 @@ def post(port: int, path: str, workload: Workload, body: bytes) -> tuple[int, di
 
 
 def model_path(server: str, workload: Workload) -> str | None:
-    if workload.servers is not None and server not in workload.servers:
+    # `base` is ours at another commit: it serves what ours serves.
+    serves_as = "ours" if server == "base" else server
+    if workload.servers is not None and serves_as not in workload.servers:
         return None
     model = workload.floor_model if server == "floor" else workload.model
     return None if model is None else f"/v2/models/{model}/infer"
@@ -178,7 +180,7 @@ def make_server(name: str, target: Target, bodies: Bodies, settings: Settings) -
         command += [flag, str(procs.free_port())]
     if name == "floor":
         command += ["--fixed-response", str(bodies.fixed_response)]
-    if name in workloads.BATCHING_SERVERS and any(key in settings.only for key in MLP_WORKLOADS):
+    if name in (*workloads.BATCHING_SERVERS, "base") and any(key in settings.only for key in MLP_WORKLOADS):
         command += ["--mlp-weights", str(bodies.mlp_weights)]
     if name in W9_SERVERS and bodies.w9_files is not None:
         command += ["--w9-files", str(bodies.w9_files)]

@@ -1,13 +1,21 @@
-"""Instructions per W1 request, in-process: the figure a change to the hot path is judged by.
+"""Instructions per request, in-process: the figure a change to the hot path is judged by.
 
-callgrind counts instructions, which the machine's other load does not change. W1's request is driven
-straight into the app (`inprocess.requester`: no server, no event loop) `--low` and `--high` times in
-two processes under ``PYTHONHASHSEED=0`` (without a fixed seed the counts move by a few percent); the
-difference, divided by the difference of the counts, cancels the start-up.
+callgrind counts instructions, which the machine's other load does not change. Each case's request
+is made `--low` and `--high` times in two processes under ``PYTHONHASHSEED=0`` (without a fixed seed
+the counts move by a few percent); the difference, divided by the difference of the counts, cancels
+the start-up (and the imports). The cases:
 
-    python bench/instructions.py [--low 1000] [--high 3000]
+- `W1`: W1's request driven straight into the app (`inprocess.requester`: no server, no event loop);
+- `W1s`: the same body to the sync identity, through the app on a uvloop loop (`w9_inprocess`'s
+  requester), the model on oip-asgi's worker thread: what any sync model's request costs;
+- `W9s1`, `W9x1`, `W9o1`: W9's [1,100] request to each model file through the app on a uvloop loop,
+  and `W9s1-library` etc.: that library's own call on the same array (`w9_files.library_calls`), so
+  that a file's request minus its library call is what the path around it costs.
 
-Needs valgrind on the PATH and an interpreter that imports oip_asgi.
+    python bench/instructions.py [--cases W1,W1s] [--low 1000] [--high 3000] [--bodies DIR]
+
+`--bodies` is the harness's bodies folder with W9's files trained in it (`w9/`), for the W9 cases.
+Needs valgrind on the PATH and an interpreter that imports oip_asgi (and the W9 libraries for those).
 """
 
 from __future__ import annotations
@@ -23,31 +31,63 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+CASES = ("W1", "W1s", *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")))
 
 
-def run(count: int) -> None:
+def run(case: str, count: int, bodies: Path | None) -> None:
     sys.path[:0] = [str(HERE), str(HERE / "apps")]
     import numpy as np
-    from inprocess import identity, requester
     from starlette.applications import Starlette
-    from workloads import SEED, json_request
+    from workloads import SEED, W9_KINDS, json_request
 
     import oip_asgi
 
-    app = Starlette()
-    oip_asgi.mount(app, {"identity": identity}, path="/v2")
     body = json_request("INPUT0", np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32))
-    request = requester(app, "/v2/models/identity/infer", body)
-    for _ in range(count):
-        request()
+    if case == "W1":
+        from inprocess import identity, requester
+
+        app = Starlette()
+        oip_asgi.mount(app, {"identity": identity}, path="/v2")
+        request = requester(app, "/v2/models/identity/infer", body)
+        for _ in range(count):
+            request()
+        return
+    import ours_app
+    import uvloop
+    from w9_inprocess import app_requester
+
+    loop = uvloop.new_event_loop()
+    if case == "W1s":
+        app = Starlette()
+        oip_asgi.mount(app, {"identity_sync": ours_app.identity_sync}, path="/v2")
+        app_requester(loop, app, "/v2/models/identity_sync/infer", body)(count)
+        return
+    assert bodies is not None, "the W9 cases need --bodies"
+    key, _, library = case.partition("-")
+    kind = W9_KINDS[key[2]][0]
+    if library:
+        import w9_files
+
+        x = np.load(bodies / "w9" / "requests.npz")["x1"]
+        call = w9_files.library_calls(bodies / "w9")[kind]
+        for _ in range(count):
+            call(x)
+        return
+    models = ours_app.file_models(bodies / "w9")
+    app = Starlette()
+    served = oip_asgi.mount(app, {f"w9_{kind}": models[f"w9_{kind}"]}, path="/v2")
+    loop.run_until_complete(served.load())  # as a server's start-up does
+    app_requester(loop, app, f"/v2/models/w9_{kind}/infer", (bodies / f"{key.lower()}.json").read_bytes())(count)
 
 
-def instructions(count: int) -> int:
+def instructions(case: str, count: int, bodies: Path | None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
         # Without address randomisation: objects hashed by their address collide alike in every run.
         fixed = ["setarch", platform.machine(), "--addr-no-randomize"] if shutil.which("setarch") else []
-        measured = [sys.executable, __file__, "--run", str(count)]
+        measured = [sys.executable, __file__, "--cases", case, "--run", str(count)]
+        if bodies is not None:
+            measured += ["--bodies", str(bodies)]
         subprocess.run(
             [*fixed, "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *measured],
             check=True,
@@ -61,15 +101,22 @@ def instructions(count: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="W1", help=f"comma-separated: {', '.join(CASES)}")
     parser.add_argument("--low", type=int, default=1000)
     parser.add_argument("--high", type=int, default=3000)
+    parser.add_argument("--bodies", type=Path, help="the harness's bodies folder, with w9/ (the W9 cases)")
     parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # the measured process
     args = parser.parse_args()
+    cases = args.cases.split(",")
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown case {', '.join(unknown)}; the cases are {', '.join(CASES)}")
     if args.run is not None:
-        run(args.run)
+        run(cases[0], args.run, args.bodies)
         return
-    low, high = instructions(args.low), instructions(args.high)
-    print(f"W1 in-process: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per request")
+    for case in cases:
+        low, high = instructions(case, args.low, args.bodies), instructions(case, args.high, args.bodies)
+        print(f"{case} in-process: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per request")
 
 
 if __name__ == "__main__":

@@ -121,6 +121,12 @@ def within_ours(
     )
 
 
+def _minus(samples: Samples, metric: str, other_metric: str) -> list[float]:
+    """Ours' `metric` minus its `other_metric`, round by round (the rounds that have both)."""
+    ours = samples.get("ours", {})
+    return [a - b for a, b in zip(ours.get(metric) or [], ours.get(other_metric) or [], strict=False)]
+
+
 def ratio(samples: Samples, metric: str, other: str) -> float | None:
     """ours / other for `metric`, paired by round."""
     return paired(samples, metric, [other], operator.truediv)
@@ -206,6 +212,17 @@ def targets(samples: Samples, classification_source: str | None) -> list[Target]
             True,
             " us",
         )
+    # Issue 31: the batching tail, and a model file's request against a whole W1s request.
+    check("W8 p99 <= PyTriton's", ratio(samples, "W8.p99_ms_c64", "pytriton"), 1, True)
+    check("W8 req/s >= 2.5x PyTriton's", ratio(samples, "W8.rps_c64", "pytriton"), 2.5, False)
+    check("W8 p50 <= base's (ours before)", ratio(samples, "W8.p50_ms_c64", "base"), 1, True)
+    for letter, (kind, *_) in W9_KINDS.items():
+        for c in (1, 16):
+            # The path around the call (its request's CPU minus the call's), over a whole W1s request, by round.
+            around = _minus(samples, f"W9{letter}1.cpu_ms_c{c}", f"W9{letter}1.call_ms")
+            w1s = samples.get("ours", {}).get(f"W1s.cpu_ms_c{c}") or []
+            per_w1s = paired({"ours": {"x": around}, "w1s": {"x": w1s}}, "x", ["w1s"], operator.truediv)
+            check(f"W9 {kind} [1,100] (CPU/request - library call) at c={c} <= W1s CPU/request", per_w1s, 1, True)
     if classification_source is not None:
         # A static look at the core: partial selection (np.partition / np.argpartition) must be there.
         partial = "partition(" in classification_source

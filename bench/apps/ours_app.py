@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +62,31 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--mlp-weights", type=Path)
     parser.add_argument("--w9-files", type=Path)
+    parser.add_argument("--stages", type=Path, help="record each request's stages to this file (bench/stages.py)")
     args = parser.parse_args()
-    app = Starlette()
+    if args.stages is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        import stages
+
+        stages.install(args.stages)
     models: dict[str, Any] = {"identity": identity, "identity_sync": identity_sync, "identity_bytes": identity}
     if args.mlp_weights is not None:
         models.update(mlp_models(args.mlp_weights))
     if args.w9_files is not None:
         models.update(file_models(args.w9_files))
-    oip_asgi.mount(app, models, path="/v2")
+    try:
+        # As the serve command does: the loaded heap out of the garbage collector's full passes (issue 31).
+        oip = oip_asgi.oip_app(models, freeze_heap=True)
+    except TypeError:  # `base`: a commit from before that option
+        oip = oip_asgi.oip_app(models)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await oip.load()  # as docs/integrations.md shows: loaded before the first request, then the heap frozen
+        yield
+
+    app = Starlette(lifespan=lifespan)
+    oip_asgi.mount(app, oip, path="/v2")
     serve(app, args.port)
 
 

@@ -155,9 +155,8 @@ def _split(name: str, single_output: str, result: Any, rows: list[int]) -> list[
     if outputs is None:
         raise ModelError(f"model '{name}' returned nothing (None); return its outputs")
     total = sum(rows)
-    bounds = np.cumsum(rows)[:-1]
 
-    def pieces(output: str, value: Any) -> list[Any]:
+    def checked(output: str, value: Any) -> np.ndarray:
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
         if array.ndim == 0 or array.shape[0] != total:
             got = "a scalar" if array.ndim == 0 else f"{array.shape[0]} rows"
@@ -165,8 +164,15 @@ def _split(name: str, single_output: str, result: Any, rows: list[int]) -> list[
                 f"batched model '{name}' returned {got} for output '{output}' from a batch of {total} rows "
                 f"(requests of {', '.join(map(str, rows))}); each output needs one row per input row"
             )
-        return np.split(array, bounds)
+        return array
 
+    def pieces(output: str, value: Any) -> list[Any]:
+        return np.split(checked(output, value), np.cumsum(rows[:-1]))
+
+    if len(rows) == 1:  # a batch of one (a lone request, or one of no delay): its result is its share, checked
+        for output, value in outputs.items() if isinstance(outputs, Mapping) else [(single_output, outputs)]:
+            checked(output, value)
+        return [result]
     if isinstance(outputs, Mapping):
         split = {output: pieces(output, value) for output, value in outputs.items()}
         shares: list[Any] = [{output: parts[index] for output, parts in split.items()} for index in range(len(rows))]

@@ -36,7 +36,7 @@ from .._declarations.model import Model, ModelsArgument, Outputs, checked_models
 from .._declarations.model_repository import ModelRepository
 from .._declarations.spec import TensorSpec
 from .._version import __version__
-from . import life
+from . import heap, life
 from .inference import OutputTensor, model_outputs
 from .logs import show_unless_configured
 from .metadata import ModelMetadata, ServerMetadata, TensorMetadata
@@ -131,6 +131,7 @@ class CoreOptions(TypedDict, total=False):
     model_repository: ModelRepository | str | os.PathLike[str] | None
     load_switch_interval: float | None
     strict_readiness: bool
+    freeze_heap: bool
 
 
 class DecoupledUnsupported(OIPError, status_code=501, grpc_code="UNIMPLEMENTED"):
@@ -158,6 +159,7 @@ class ServerCore:
         model_repository: ModelRepository | str | os.PathLike[str] | None = None,
         load_switch_interval: float | None = None,
         strict_readiness: bool = True,
+        freeze_heap: bool = False,
     ) -> None:
         self.pool = WorkerPool(max_threads)  # the threads this server's sync models run on
         self.served = ServedModels()
@@ -168,6 +170,10 @@ class ServerCore:
         self.max_body_size = max_body_size  # the largest request, on any wire
         self.expose_errors = expose_errors
         self.strict_readiness = strict_readiness
+        # The heap after loads kept out of the garbage collector's full passes (heap.py): process-wide, so
+        # only when asked (the serve command, which owns its process, does).
+        self.freeze_heap = freeze_heap
+        self._heap = heap.Settler()
         self.access_log = access_log
         if access_log:
             show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
@@ -201,6 +207,8 @@ class ServerCore:
                 group.start_soon(self._load_logged, model)
             if self.control is not None:
                 group.start_soon(self.control.started)
+        if self.freeze_heap:
+            self._heap.settle()
 
     async def _load_logged(self, model: ServedModel) -> None:
         since = life.clock()
@@ -230,6 +238,7 @@ class ServerCore:
         self.pool.shutdown()
 
     def _stop_background(self) -> None:
+        self._heap.cancel()
         if self._loading is not None:
             self._loading.cancel()
             self._loading = None
@@ -291,6 +300,8 @@ class ServerCore:
             for model in versions:
                 life.loaded(name, model.version, since, reload=bool(replaced))
             await _unload(replaced)
+        if self.freeze_heap:
+            self._heap.changed(unloaded=bool(replaced))
 
     async def remove_model(self, name: str, *, record: bool = False) -> None:
         """Stop serving `name`: new requests get 404 at once, the requests in flight finish first.
@@ -304,6 +315,8 @@ class ServerCore:
             await _unload(self.served.unloading(name) if record else self.served.pop(name))
             if record:
                 self.served.unloaded(name)
+        if self.freeze_heap:
+            self._heap.changed(unloaded=True)
 
     # The repository extension, for every wire
 

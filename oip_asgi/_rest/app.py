@@ -434,6 +434,10 @@ def oip_app(models: ModelsArgument | None = None, **options: Unpack[AppOptions])
     `strict_readiness=False` (Triton's ``--strict-readiness=false``) makes ``/v2/health/ready`` true once the
     models' loads at start have ended, even where some failed (each model's own readiness tells which);
     by default, as Triton's, it is true only while every model serves.
+    `freeze_heap=True` freezes what survives a collection once the models have loaded (the lifespan's
+    start, or `load()`) out of later full ones (`gc.freeze`, process-wide: the serve command does it, a
+    mounted app only when asked), whose pauses over a large loaded heap were most of a busy server's p99
+    (docs/benchmarks.md).
     `expose_errors=False` keeps the text of a model's own exceptions out of responses: the client gets
     an error id that matches the line in the ``oip_asgi`` log holding the message and traceback.
     """

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -78,6 +78,9 @@ class Runner(ABC):
     """A file's model as a `Model` calls it: the inputs by name in, a mapping of `outputs` to arrays out."""
 
     outputs: list[str]  # what it returns: all the file's outputs, or the ones the caller declared
+    # A library's computation, no I/O: the core may run a call on its event loop when it costs less than
+    # the hop to a worker thread (_core/inline.py).
+    computes_only: ClassVar[bool] = True
 
     @abstractmethod
     def __call__(self, **inputs: np.ndarray) -> Mapping[str, np.ndarray]: ...
@@ -153,6 +156,8 @@ class _LoadedLater:
     Where the caller declared no inputs, the core cannot check a request's input names, so this does,
     against those the file turns out to take.
     """
+
+    computes_only: ClassVar[bool] = True  # its runner's, once loaded (Runner.computes_only)
 
     def __init__(self, file: Path, check_names: bool) -> None:
         self.file = file

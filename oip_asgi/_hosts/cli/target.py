@@ -102,6 +102,7 @@ def _target_app(
             )
         if value.core.control is not None:  # the serve command owns its process: loads may shorten the interval
             value.core.control.load_switch_interval = LOAD_SWITCH_INTERVAL
+        value.core.freeze_heap = True  # and the loaded heap may leave the garbage collector's full passes
         return value
     if isinstance(value, Model):
         return _app(target, {attribute.rsplit(".", 1)[-1]: value}, metrics, repository)
@@ -172,8 +173,15 @@ TABULAR = ("sklearn", "xgboost", "lightgbm")
 
 def _app(target: str, models: Mapping[str, Any], metrics: bool, repository: ModelRepository | None) -> OIPApp:
     try:
-        # The serve command owns its process: loads may shorten the GIL's switch interval (ModelControl).
-        return OIPApp(models, metrics=metrics, model_repository=repository, load_switch_interval=LOAD_SWITCH_INTERVAL)
+        # The serve command owns its process: loads may shorten the GIL's switch interval (ModelControl),
+        # and the loaded heap may leave the garbage collector's full passes (_core/heap.py).
+        return OIPApp(
+            models,
+            metrics=metrics,
+            model_repository=repository,
+            load_switch_interval=LOAD_SWITCH_INTERVAL,
+            freeze_heap=True,
+        )
     except (TypeError, ValueError) as exc:
         raise TargetError(f"{target}: {exc}") from None
 
