@@ -231,7 +231,7 @@ class ServedModel:
             if model.is_async:
                 call.started = now()
                 try:
-                    outcomes: list[Any] = await model.predict(requests)  # type: ignore[misc]
+                    outcomes: list[Any] = await model.predict(requests)  # type: ignore[call-arg,misc]
                 finally:
                     call.ended = now()
             else:
@@ -272,7 +272,7 @@ class ServedModel:
         times.submitted = now()
         try:
             # Calling a generator function runs none of its body: cheap enough for the event loop.
-            produced = model.predict(request) if model.takes_requests else model.predict(**kwargs)
+            produced = model.predict(request) if model.takes_requests else model.predict(**kwargs)  # type: ignore[call-arg]
         except OIPError:
             raise
         except Exception as exc:
@@ -306,7 +306,7 @@ def arguments(model: Model, request: DecodedRequest) -> dict[str, Any]:
 def _timed_requests(model: Model, requests: list[DecodedRequest], call: CallTimes) -> Any:
     call.started = now()
     try:
-        return model.predict(requests)
+        return model.predict(requests)  # type: ignore[call-arg]  # a model that takes requests
     finally:
         call.ended = now()
 

@@ -48,7 +48,7 @@ class TritonModel:
         self.instance: Any = None
         if not callable(getattr(cls, "execute", None)):
             raise TypeError(f"model {name!r}: TritonPythonModel defines no execute(self, requests)")
-        self.is_async = inspect.iscoroutinefunction(cls.execute)
+        self.is_async = inspect.iscoroutinefunction(getattr(cls, "execute"))  # noqa: B009
 
     def _enter(self) -> Any:
         return _host.enter(self.host) if self.host is not None else None

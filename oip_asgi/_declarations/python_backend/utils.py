@@ -213,7 +213,7 @@ class Tensor:
         if data.dtype.type == np.bytes_ or data.dtype.type == np.str_:
             data = data.astype(np.object_)
         self._name = name
-        self._array = data
+        self._array: np.ndarray = data
 
     def name(self) -> str:
         return self._name
@@ -642,11 +642,19 @@ class MetricFamily:
 
 def load_model(model_name: str, config: str = "", files: Mapping[str, bytes] | None = None) -> None:
     """Load (or reload) a model of this server's repository, as its repository extension does (explicit mode)."""
-    _host.current("pb_utils.load_model").load_model(model_name, config, files)
+    host = _host.current("pb_utils.load_model")
+    try:
+        host.load_model(model_name, config, files)
+    except Exception as exc:  # as Triton: the model sees a TritonModelException with the reason
+        raise TritonModelException(getattr(exc, "message", None) or str(exc)) from exc
 
 
 def unload_model(model_name: str, unload_dependents: bool = False) -> None:
-    _host.current("pb_utils.unload_model").unload_model(model_name)
+    host = _host.current("pb_utils.unload_model")
+    try:
+        host.unload_model(model_name)
+    except Exception as exc:
+        raise TritonModelException(getattr(exc, "message", None) or str(exc)) from exc
 
 
 def is_model_ready(model_name: str, model_version: str = "") -> bool:
