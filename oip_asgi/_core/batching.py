@@ -25,6 +25,8 @@ from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
 
 Invoke = Callable[[DecodedRequest, CallTimes], Awaitable[Any]]
+# A model that takes the requests of a batch as a list (Triton's Python models): each one's outcome back.
+InvokeEach = Callable[[list[DecodedRequest], CallTimes], Awaitable[list[Any]]]
 
 
 @dataclass(slots=True)
@@ -54,8 +56,10 @@ class Batcher:
         keyed_by_parameters: bool,
         single_output: str,
         statistics: ModelStatistics,
+        each: InvokeEach | None = None,
     ) -> None:
         self.name = name
+        self._each = each  # given: the batch's requests go to the model as a list, not concatenated
         self.single_output = single_output  # the name of an output returned as a bare array
         self.max_batch_size = max_batch_size
         self.max_batch_delay = max_batch_delay
@@ -112,6 +116,9 @@ class Batcher:
         rows = [member.rows for member in members]
         output_ns = None
         started = concatenated = now()
+        if self._each is not None:
+            await self._call_each(members, call, rows)
+            return
         try:
             first = members[0].request
             if len(members) == 1:
@@ -138,6 +145,24 @@ class Batcher:
         for member, share in zip(members, shares, strict=True):
             if not member.future.done():
                 member.future.set_result(share)
+
+    async def _call_each(self, members: list[_Member], call: CallTimes, rows: list[int]) -> None:
+        """The batch as a list of requests: each member gets its own outcome, a result or an error."""
+        assert self._each is not None
+        try:
+            outcomes = await self._each([member.request for member in members], call)
+        finally:
+            if call.ended:
+                self._statistics.executed(sum(rows), call.ended - call.started, 0, 0)
+            for member in members:
+                member.times.started, member.times.ended, member.times.batch_size = call.started, call.ended, sum(rows)
+        for member, outcome in zip(members, outcomes, strict=True):
+            if member.future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                member.future.set_exception(outcome)
+            else:
+                member.future.set_result(outcome)
 
 
 def _rows(name: str, inputs: Mapping[str, np.ndarray]) -> int:

@@ -42,6 +42,7 @@ from .._declarations.repository import (
     release,
 )
 from . import life
+from .python_host import TritonHost
 from .served import ServedModels
 
 
@@ -81,6 +82,7 @@ class ModelControl:
         repository: ModelRepository | str | os.PathLike[str],
         *,
         load_switch_interval: float | None = None,
+        python_host: TritonHost | None = None,
     ) -> None:
         if not isinstance(repository, ModelRepository):
             repository = ModelRepository(repository)
@@ -94,6 +96,7 @@ class ModelControl:
         self.poll_seconds = repository.repository_poll_secs
         self.allow_file_overrides = repository.allow_file_overrides
         self.load_switch_interval = load_switch_interval
+        self.python_host = python_host  # what Triton Python models' BLS, model control and metrics reach
         self._names: set[str] = set()  # the directory's models, as last listed
         self._read_as: dict[str, object] = {}  # each model's files as last read (poll mode compares them)
         self._modules: dict[str, Modules] = {}  # the model.py modules of the versions that serve
@@ -234,11 +237,14 @@ class ModelControl:
             )
         since = life.clock()  # the load's time in the log counts reading the folder
         served.loading(name)
+        host = self.python_host
+        if host is not None:
+            host.bind(asyncio.get_running_loop())
         try:
             with self._loading():
                 directory = await anyio.to_thread.run_sync(
                     lambda: read_model(
-                        self.root, name, config=config, files=files, allow_files=self.allow_file_overrides
+                        self.root, name, config=config, files=files, allow_files=self.allow_file_overrides, host=host
                     )
                 )
                 if directory.warnings:

@@ -182,8 +182,19 @@ class ServerCore:
         if model_repository is not None:
             # The repository's reader is imported by the apps that serve one: no cost of every start.
             from .control import ModelControl
+            from .python_host import TritonHost
 
-            self.control = ModelControl(self, model_repository, load_switch_interval=load_switch_interval)
+            registry = None
+            if metrics is not False:
+                from prometheus_client.core import REGISTRY
+
+                registry = REGISTRY if metrics is True else metrics
+            self.control = ModelControl(
+                self,
+                model_repository,
+                load_switch_interval=load_switch_interval,
+                python_host=TritonHost(self, registry),
+            )
         extensions = sorted([*EXTENSIONS, "model_repository"]) if self.control is not None else list(EXTENSIONS)
         self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
         self._tracer = tracer() if tracing else None

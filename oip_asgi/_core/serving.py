@@ -59,6 +59,11 @@ class ServedModel:
         self.output_spec = model.output_spec
         self.labels_for = model.labels_for
         self.decoupled = model.decoupled  # a generator: it answers over time, on a streaming body
+        # A Triton Python model's execute takes a list of requests and answers each (a result or its error);
+        # its instance's is_ready(), where it has one, is consulted by readiness.
+        self.takes_requests = model.takes_requests
+        owner = getattr(model.predict, "__self__", None) if model.takes_requests else None
+        self._ready_check: Callable[[], bool] | None = getattr(owner, "is_ready", None)
         self.pool = pool
         # A model file's library call: pure computation, which may run on the loop when cheaper than the hop.
         self.inline = InlineCalls() if getattr(model.predict, "computes_only", False) else None
@@ -83,6 +88,7 @@ class ServedModel:
                 keyed_by_parameters=model.takes_parameters or model.takes_input_parameters,
                 single_output=model.outputs[0].name,
                 statistics=self.statistics,
+                each=self.invoke_requests if model.takes_requests else None,
             )
 
     def __repr__(self) -> str:
@@ -90,6 +96,8 @@ class ServedModel:
 
     @property
     def ready(self) -> bool:
+        if self._ready_check is not None and self.state == "READY":
+            return self._ready_check()
         return self.state == "READY"
 
     async def load(self) -> None:
@@ -194,6 +202,11 @@ class ServedModel:
         """One call of the user's function; what it raises, unless an `OIPError`, becomes a logged `ModelError`."""
         model = self.model
         result: Outputs
+        if model.takes_requests:
+            (outcome,) = await self.invoke_requests([request], call)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome  # type: ignore[no-any-return]
         try:
             if model.is_async:
                 plain = not (model.takes_parameters or model.takes_input_parameters)
@@ -237,6 +250,24 @@ class ServedModel:
                 inline.measured(size, call.ended - call.started)
         return result
 
+    async def invoke_requests(self, requests: list[DecodedRequest], call: CallTimes) -> list[Any]:
+        """One call of a model that takes requests: each request's outputs, or the error it gets."""
+        model = self.model
+        try:
+            if model.is_async:
+                call.started = now()
+                try:
+                    outcomes: list[Any] = await model.predict(requests)  # type: ignore[call-arg,misc]
+                finally:
+                    call.ended = now()
+            else:
+                outcomes = await self.pool.run(_timed_requests, model, requests, call)
+        except (Exception, SystemExit) as exc:
+            raised = exc.exception if isinstance(exc, Escaped) else exc
+            error = self.failure(raised)
+            return [error] * len(requests)
+        return outcomes
+
     def failure(self, raised: BaseException) -> ModelError:
         """What the model raised, logged with its traceback, as the error its client gets."""
         failure = error_id()
@@ -267,7 +298,7 @@ class ServedModel:
         times.submitted = now()
         try:
             # Calling a generator function runs none of its body: cheap enough for the event loop.
-            produced = model.predict(**kwargs)
+            produced = model.predict(request) if model.takes_requests else model.predict(**kwargs)  # type: ignore[call-arg]
         except OIPError:
             raise
         except Exception as exc:
@@ -296,6 +327,14 @@ def arguments(model: Model, request: DecodedRequest) -> dict[str, Any]:
         given = request.input_parameters
         kwargs["input_parameters"] = {name: given.get(name, {}) for name in request.inputs}
     return kwargs
+
+
+def _timed_requests(model: Model, requests: list[DecodedRequest], call: CallTimes) -> Any:
+    call.started = now()
+    try:
+        return model.predict(requests)  # type: ignore[call-arg]  # a model that takes requests
+    finally:
+        call.ended = now()
 
 
 def _timed(model: Model, request: DecodedRequest, call: CallTimes) -> Any:

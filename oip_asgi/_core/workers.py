@@ -13,13 +13,14 @@ starts with no threads and a fresh queue, and starts its own on demand.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import os
 import queue
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 DEFAULT_MAX_THREADS = 40  # anyio's default, which sync models had before
@@ -70,6 +71,21 @@ class WorkerPool:
                 threading.Thread(target=self._work, args=(self._jobs,), name="oip-asgi-model", daemon=True).start()
             self._jobs.put((loop, future, contextvars.copy_context(), function, args))
         return future
+
+    @contextlib.contextmanager
+    def lent(self) -> Iterator[None]:
+        """The calling thread waits on work this pool may have to run (a model waiting on another model's
+        answer): the pool may start one thread more meanwhile, so that waiting never starves it."""
+        with self._lock:
+            self.max_threads += 1
+            if self._jobs.qsize() > self._idle:  # jobs wait that no idle thread will take: one more thread now
+                self._threads += 1
+                threading.Thread(target=self._work, args=(self._jobs,), name="oip-asgi-model", daemon=True).start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.max_threads -= 1
 
     def shutdown(self) -> None:
         """Stop the threads once their jobs are done; the pool starts new ones if it is used again."""

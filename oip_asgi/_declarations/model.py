@@ -94,7 +94,10 @@ class Model:
         self.name = name
         self.inputs: tuple[TensorSpec, ...] | None = checked_specs(inputs, "inputs", TensorSpec)
         self.outputs: tuple[TensorSpec, ...] | None = checked_specs(outputs, "outputs", TensorSpec)
-        check_signature(predict, self.inputs)
+        # A model that takes the core's requests (a Triton Python model's execute) has no keyword inputs.
+        self.takes_requests = bool(getattr(predict, "takes_requests", False))
+        if not self.takes_requests:
+            check_signature(predict, self.inputs)
         check_labels(labels, self.outputs)
         check_batching(max_batch_size, max_batch_delay, self.inputs, self.outputs)
         # A generator function is a decoupled model: each value it yields is one response (docs/streaming.md).

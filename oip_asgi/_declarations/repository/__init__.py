@@ -3,8 +3,9 @@
 ``<root>/<model>/<version>/<file>`` with integer version folders, an optional
 ``<root>/<model>/config.pbtxt`` (Triton's ``ModelConfig`` in protobuf's text format) and the label
 files it names. A version's file is a model file `Model.from_file` reads, or a ``model.py`` that
-defines ``model`` (a `Model` or a callable). Nothing here serves: the core's repository manager
-calls `read_model` off the event loop and serves what it returns.
+defines ``model`` (a `Model` or a callable) or Triton's ``class TritonPythonModel`` (`..python_backend`:
+its ``auto_complete_config`` completes the config here, before the specs are built). Nothing here
+serves: the core's repository manager calls `read_model` off the event loop and serves what it returns.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..files import FORMATS
 from ..files._common import AdvisedError
 from ..model import Model
 from ..model_repository import ModelRepository
+from ..python_backend import PythonHost, completed_config, is_triton_source, provide_utils, triton_model
 from ..spec import TensorSpec
 from ..triton import DATATYPES_OF, backend_of, is_integer_version, tensor_json
 from ._config import ConfigError, checked_json, read_pbtxt, unacted
@@ -102,15 +104,17 @@ def read_model(
     config: Mapping[str, Any] | None = None,
     files: Mapping[str, bytes] | None = None,
     allow_files: bool = False,
+    host: PythonHost | None = None,
 ) -> DirectoryModel:
     """The model in ``root/name``, its files read now; `config` and `files` are a load request's overrides.
 
     Its model.py modules are in `sys.modules` (`DirectoryModel.modules`); a read that fails leaves none.
+    `host` is the server a Triton Python model's BLS, model control and metrics reach.
     """
     modules: dict[str, types.ModuleType] = {}
     try:
         try:
-            return _read(root, name, config, files, allow_files, modules)
+            return _read(root, name, config, files, allow_files, modules, host)
         except RepositoryError:
             raise
         except (PathError, ConfigError) as exc:
@@ -129,6 +133,7 @@ def _read(
     files: Mapping[str, bytes] | None,
     allow_files: bool,
     modules: dict[str, types.ModuleType],
+    host: PythonHost | None = None,
 ) -> DirectoryModel:
     folder = model_folder(root, name)
     checked = None if override is None else checked_json(override)  # replaces config.pbtxt, as in Triton
@@ -143,10 +148,14 @@ def _read(
     config = checked if override is not None else _read_config(folder)
     if config is not None and config.get("name", name) != name:
         raise RepositoryError(f"config names model {config['name']!r}, but its folder is {name!r}")
+    numbers = _versions(folder, config or {})
+    triton = _triton_class(folder / numbers[-1], name, numbers[-1], config or {}, modules)
+    if triton is not None:  # Triton's Python model: its auto_complete_config completes the config first
+        config = completed_config(triton, config or {}, name, host)
     settings = _settings(folder, name, config or {})
     versions = [
-        _with_reshapes(_version(folder / number, number, settings, config or {}, modules), config or {})
-        for number in _versions(folder, config or {})
+        _with_reshapes(_version(folder / number, number, settings, config or {}, modules, host), config or {})
+        for number in numbers
     ]
     _check_decoupled(name, config or {}, versions)
     ignored = unacted(config or {})
@@ -252,11 +261,16 @@ def _version(
     settings: Mapping[str, Any],
     config: Mapping[str, Any],
     modules: dict[str, types.ModuleType],
+    host: PythonHost | None = None,
 ) -> Model:
     file = _model_file(folder, config)
     declared = {**settings, "version": number}
     if file.name.endswith(".py"):
-        return _python_model(file, declared, modules)
+        module = _module(file, declared["name"], number, modules)
+        cls = _triton_class_of(module)
+        if cls is not None:
+            return triton_model(cls, declared, dict(config), folder.parent, host)
+        return _python_model(file, module, declared)
     kind = config.get("platform") or config.get("backend") or ""
     trusted = _trusted(config.get("parameters", {}).get(TRUSTED, {}).get("string_value", ""))
     options: dict[str, Any] = {"trusted": trusted} if trusted else {}
@@ -298,24 +312,52 @@ def _trusted(value: str) -> bool | list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _python_model(file: Path, declared: Mapping[str, Any], modules: dict[str, types.ModuleType]) -> Model:
-    """``model`` from a version's model.py: a `Model` (what the config declares wins) or a callable."""
+def _module(file: Path, model: str, version: str, modules: dict[str, types.ModuleType]) -> types.ModuleType:
+    """A version's model.py, run once per read (`modules` keeps it)."""
     # One module per model version, replaced on reload, so that pickling and dataclasses find it by name.
     # Compiled from the source each time: no __pycache__ written into the repository (poll mode would see
     # a change), and no stale bytecode for a model.py rewritten within its file system's mtime resolution.
-    name = module_name(declared["name"], declared["version"])
+    name = module_name(model, version)
+    if name in modules:
+        return modules[name]
     module = types.ModuleType(name)
     module.__file__ = str(file)
-    code = compile(file.read_bytes(), str(file), "exec")
+    source = file.read_bytes()
+    if is_triton_source(source):
+        provide_utils()  # `import triton_python_backend_utils as pb_utils` works in the file, unchanged
+    code = compile(source, str(file), "exec")
     register({name: module})
     modules[name] = module
     exec(code, module.__dict__)
+    return module
+
+
+def _triton_class_of(module: types.ModuleType) -> type | None:
+    """Triton's ``TritonPythonModel`` class where the module defines it (and no ``model`` of ours)."""
+    found = getattr(module, "TritonPythonModel", None)
+    return found if isinstance(found, type) and not hasattr(module, "model") else None
+
+
+def _triton_class(
+    folder: Path, name: str, number: str, config: Mapping[str, Any], modules: dict[str, types.ModuleType]
+) -> type | None:
+    """The newest version's ``TritonPythonModel``, where its file is a model.py that defines one."""
+    file = _model_file(folder, config)
+    if not file.name.endswith(".py") or not is_triton_source(file.read_bytes()):
+        return None
+    return _triton_class_of(_module(file, name, number, modules))
+
+
+def _python_model(file: Path, module: types.ModuleType, declared: Mapping[str, Any]) -> Model:
+    """``model`` from a version's model.py: a `Model` (what the config declares wins) or a callable."""
     found = getattr(module, "model", None)
     if isinstance(found, Model):
         return found.replace(**declared)
     if callable(found):
         return Model(found, **declared)
-    raise RepositoryError(f"{file.parent.name}/{file.name} defines no `model` (a Model or a callable)")
+    raise RepositoryError(
+        f"{file.parent.name}/{file.name} defines no `model` (a Model or a callable) and no class TritonPythonModel"
+    )
 
 
 def _completed(config: dict[str, Any] | None, name: str, newest: Model) -> dict[str, Any] | None:
