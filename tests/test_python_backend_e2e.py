@@ -4,6 +4,7 @@ exceptions, unrequested outputs, is_ready, BLS (sync, async, decoupled), model c
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import urllib.request
@@ -221,6 +222,10 @@ def _inputs(module: Any, **arrays: np.ndarray) -> list[Any]:
     return made
 
 
+def _answered(answers: queue.SimpleQueue[Any], result: Any, error: Any) -> None:
+    answers.put(result if error is None else error)
+
+
 def _clients(server: tuple[Server, int, int]) -> list[tuple[Any, Any]]:
     running, grpc_port, _ = server
     return [
@@ -253,8 +258,8 @@ def test_a_dynamic_batch_reaches_execute_together_and_unrequested_outputs_are_dr
         answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for _ in range(3):  # within the 200 ms queue delay: one batch
             if module is grpcclient:
-                client.async_infer("adder", _inputs(module, A=a, B=a), lambda result, error, answers=answers: answers.put(result),
-                                   outputs=requested)  # fmt: skip
+                callback = functools.partial(_answered, answers)
+                client.async_infer("adder", _inputs(module, A=a, B=a), callback, outputs=requested)
             else:
                 answers.put(client.async_infer("adder", _inputs(module, A=a, B=a), outputs=requested))
         results = [answers.get(timeout=10) for _ in range(3)]

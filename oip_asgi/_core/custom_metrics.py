@@ -1,8 +1,7 @@
 """A Triton Python model's own metrics (``pb_utils.MetricFamily``), on the server's Prometheus registry.
 
-Names and labels are exposed exactly as the model wrote them: a counter is exposed as a family of
-type ``unknown`` (prometheus_client would add ``_total`` to a counter's name), as the Triton-named
-metrics are (`metrics.py`); gauges and histograms keep their types.
+Names and labels are exposed exactly as the model wrote them, with their types, as Triton exposes
+them: a counter family keeps its name (prometheus_client would write it as ``<name>_total``).
 """
 
 from __future__ import annotations
@@ -14,7 +13,26 @@ from typing import Any
 
 from prometheus_client.core import CollectorRegistry, Metric
 
-_TYPES = {"COUNTER": "unknown", "GAUGE": "gauge", "HISTOGRAM": "histogram"}
+_TYPES = {"COUNTER": "counter", "GAUGE": "gauge", "HISTOGRAM": "histogram"}
+
+
+class _Written(str):
+    """A family type prometheus_client's text exposition writes as it is.
+
+    It writes a ``counter`` family's HELP and TYPE lines as ``<name>_total``; Triton writes the name the
+    model gave (its clients and dashboards, and Triton's custom_metrics example, look for exactly that).
+    So the type compares unequal to ``"counter"`` there, and still reads ``counter``.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return other != "counter" and str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
 
 
 class Series:
@@ -61,6 +79,8 @@ class Family:
 
     def metric(self) -> Metric:
         metric = Metric(self.name, self.description, _TYPES[self.kind])
+        if self.kind == "COUNTER":
+            metric.type = _Written("counter")
         for key, series in list(self.series.items()):
             labels = dict(key)
             if self.kind != "HISTOGRAM":

@@ -190,6 +190,10 @@ class TritonModelException(Exception):
     """What a model raises to fail its request(s) (as raising any exception does), Triton's name for it."""
 
 
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
 def _unsupported(what: str) -> NotImplementedError:
     return NotImplementedError(f"{what} is not available in oip-asgi: it serves on the CPU, with numpy arrays")
 
@@ -200,6 +204,7 @@ class Tensor:
     __slots__ = ("_array", "_name")
 
     def __init__(self, name: str, data: Any, dtype: Any = None) -> None:
+        name = _text(name)
         if not isinstance(name, str):
             raise TypeError(f"a Tensor's name is a string, got {type(name).__name__}")
         if not isinstance(data, np.ndarray):
@@ -370,10 +375,11 @@ class InferenceRequest:
             raise _unsupported("a GPU preferred memory")
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
-        self._model_name = model_name
+        # Triton's binding takes bytes for its strings too (a name read from a BYTES tensor, say).
+        self._model_name = _text(model_name)
         self._model_version = model_version
         self._inputs = list(inputs)
-        self._requested = list(requested_output_names)
+        self._requested = [_text(name) for name in requested_output_names]
         self._request_id = request_id
         self._correlation_id = correlation_id
         self._timeout = timeout
@@ -454,10 +460,14 @@ class InferenceRequest:
         return _bls_response(lambda: host.infer(*self._target(), _bls_request(self)))
 
     async def async_exec(self, decoupled: bool = False) -> Any:
-        """As `exec`, awaited (from an ``async def execute``); with `decoupled` an async iterator."""
+        """As `exec`, awaited (from an ``async def execute``). With `decoupled`, the responses once the
+        stream has ended (iterating them as they come would block the event loop this runs on), as an
+        iterator, which ``async for`` takes too."""
         host = _host.current("InferenceRequest.async_exec")
         if decoupled:
-            return _AsyncResponses(host.stream_async(*self._target(), _bls_request(self)))
+            return _Collected(
+                [response async for response in _AsyncResponses(host.stream_async(*self._target(), _bls_request(self)))]
+            )
         try:
             result = await host.infer_async(*self._target(), _bls_request(self))
         except Exception as exc:
@@ -551,6 +561,28 @@ class _AsyncResponses:
         except Exception as exc:
             self._done = True
             return _failed(exc)
+
+
+class _Collected:
+    """A decoupled BLS call's responses, all received: iterated with ``for`` or ``async for``."""
+
+    def __init__(self, responses: list[InferenceResponse]) -> None:
+        self._responses = iter(responses)
+
+    def __iter__(self) -> Iterator[InferenceResponse]:
+        return self._responses
+
+    def __aiter__(self) -> _Collected:
+        return self
+
+    async def __anext__(self) -> InferenceResponse:
+        try:
+            return next(self._responses)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    def cancel(self) -> None:
+        pass
 
 
 def _final() -> InferenceResponse:
