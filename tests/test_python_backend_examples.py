@@ -1,13 +1,16 @@
 """Triton's python_backend examples (examples/python_backend, written anew) served by `oip-asgi serve`.
 
-Each example's own client runs as a subprocess against one real server, over the wire the original uses
-(HTTP, or gRPC streaming for the decoupled models), and must print its PASS line; the same clients print it
-against Triton 2.51 serving the same folder (docs/python-backend.md). Then the add_sub model on the Lambda adapter.
+docs/python-backend.md's recipes as written (ports made free ones): its serve command starts one real server,
+and each client it lists runs as a subprocess over the wire the original uses (HTTP, or gRPC streaming for the
+decoupled models) and must print its PASS line; the same clients print it against Triton 2.51 serving the same
+folder. Then the add_sub model on the Lambda adapter.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -21,6 +24,9 @@ pytestmark = pytest.mark.slow
 
 EXAMPLES = ROOT / "examples" / "python_backend"
 MODELS = EXAMPLES / "models"
+DOC = (ROOT / "docs" / "python-backend.md").read_text()
+RECIPE = re.compile(r"<!-- recipe: (?P<name>\S+) -->\n```sh\n(?P<code>.*?)```", re.DOTALL)
+RECIPES = {match["name"]: match["code"].strip() for match in RECIPE.finditer(DOC)}
 
 # client script -> the line it prints when every check passed
 CLIENTS = {
@@ -39,18 +45,24 @@ CLIENTS = {
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[Server, list[str]]]:
-    port, grpc_port, metrics_port = free_port(), free_port(), free_port()
-    argv = ["-m", "oip_asgi", "serve", "--model-repository", str(MODELS), "--port", str(port),
-            "--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port)]  # fmt: skip
-    addresses = ["--url", f"127.0.0.1:{port}", "--grpc-url", f"127.0.0.1:{grpc_port}",
-                 "--metrics-url", f"127.0.0.1:{metrics_port}"]  # fmt: skip
-    with serving(argv, port, timeout=60) as running:
+    """The page's serve recipe on free ports: the server, and the options that point a client at it."""
+    ports = {"8000": free_port(), "8001": free_port(), "8002": free_port()}
+    command = shlex.split(RECIPES["serve"])
+    assert command[:2] == ["oip-asgi", "serve"]
+    argv = ["-m", "oip_asgi", *(str(ports.get(part, part)) for part in command[1:])]
+    argv = [str(MODELS) if part == "examples/python_backend/models" else part for part in argv]
+    argv = ["127.0.0.1" if part == "0.0.0.0" else part for part in argv]
+    addresses = ["--url", f"127.0.0.1:{ports['8000']}", "--grpc-url", f"127.0.0.1:{ports['8001']}",
+                 "--metrics-url", f"127.0.0.1:{ports['8002']}"]  # fmt: skip
+    with serving(argv, ports["8000"], timeout=60) as running:
         yield running, addresses
 
 
-def test_every_example_has_a_client_and_every_model_folder_is_tritons_layout() -> None:
+def test_the_page_lists_every_client_and_every_model_folder_is_tritons_layout() -> None:
     clients = {path.stem for path in (EXAMPLES / "clients").glob("*.py") if not path.stem.startswith("_")}
+    listed = [shlex.split(line) for line in RECIPES["clients"].splitlines()]
     assert clients == set(CLIENTS)
+    assert listed == [["python", f"examples/python_backend/clients/{client}.py"] for client in CLIENTS]
     for folder in MODELS.iterdir():
         assert (folder / "1" / "model.py").is_file(), folder
         # config.pbtxt as Triton's examples ship it, except where auto_complete_config writes the configuration
