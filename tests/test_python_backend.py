@@ -3,15 +3,21 @@ statuses, and a response sender's final flag."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import weakref
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from oip_asgi import oip_app
 from oip_asgi._declarations.python_backend import host
 from oip_asgi._declarations.python_backend import utils as pb_utils
 from oip_asgi._declarations.python_backend.errors import answer_of
+
+from ._client import client
 
 
 def test_tensors_and_lookups() -> None:
@@ -87,3 +93,59 @@ def test_server_calls_outside_a_model_name_the_problem(monkeypatch: pytest.Monke
     monkeypatch.setattr(host, "_live", weakref.WeakSet())  # no server of another test counts
     with pytest.raises(RuntimeError, match="pb_utils.load_model needs the server that serves the calling model"):
         pb_utils.load_model("m")
+
+
+HEADER = "import json\nimport numpy as np\nimport triton_python_backend_utils as pb_utils\n\n"
+DOUBLE = """
+class TritonPythonModel:
+    def initialize(self, args):
+        self.factor = int(json.loads(args["model_config"])["parameters"]["factor"]["string_value"])
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
+                                                            * self.factor)]) for r in requests]
+"""
+CALLER = """
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X")
+            answer = pb_utils.InferenceRequest(model_name="times2", inputs=[x], requested_output_names=["Y"]).exec()
+            if answer.has_error():
+                raise pb_utils.TritonModelException(answer.error().message())
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", answer.output_tensors()[0].as_numpy())]))
+        return out
+"""
+
+
+def _repository(root: Path, factor: int) -> Path:
+    for name, body in (("times2", DOUBLE), ("caller", CALLER)):
+        (root / name / "1").mkdir(parents=True)
+        (root / name / "1" / "model.py").write_text(HEADER + body)
+    # The caller's target multiplies by its own server's factor.
+    config = f'backend: "python"\nparameters {{ key: "factor" value {{ string_value: "{factor}" }} }}\n'
+    (root / "times2" / "config.pbtxt").write_text(config)
+    return root
+
+
+async def _call(http: Any, name: str) -> Any:
+    body = {"inputs": [{"name": "X", "datatype": "INT32", "shape": [2], "data": [1, 2]}]}
+    response = await http.post(f"/models/{name}/infer", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()["outputs"][0]["data"]
+
+
+@pytest.mark.anyio
+async def test_bls_reaches_its_own_server_and_a_pool_of_one_thread_does_not_deadlock(tmp_path: Path) -> None:
+    # Two servers in one process, each with one worker thread: the caller's exec() waits on a thread
+    # while its target needs one, and each server's caller reaches its own "times2".
+    first = oip_app(model_repository=_repository(tmp_path / "a", 2), max_threads=1)
+    second = oip_app(model_repository=_repository(tmp_path / "b", 3), max_threads=1)
+    async with client(first) as one, client(second) as other:
+        await first.load()
+        await second.load()
+        assert await _call(one, "caller") == [2, 4]
+        assert await _call(other, "caller") == [3, 6]
+        answers = await asyncio.gather(*(_call(one, "caller") for _ in range(4)))
+        assert answers == [[2, 4]] * 4

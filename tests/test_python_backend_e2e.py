@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import queue
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,6 +101,28 @@ class TritonPythonModel:
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
         threading.Thread(target=answer, daemon=True).start()
+        return None
+""",
+    ),
+    "ticker": (
+        'backend: "python"\nmodel_transaction_policy { decoupled: true }\n'
+        'input [{ name: "IN", data_type: TYPE_INT32, dims: [1] }]\n'
+        'output [{ name: "OUT", data_type: TYPE_INT32, dims: [1] }]\n',
+        """
+class TritonPythonModel:
+    def execute(self, requests):
+        request = requests[0]
+        sender = request.get_response_sender()
+
+        def tick():  # until the client leaves: then it says so in a file beside it
+            count = 0
+            while not request.is_cancelled():
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([count], np.int32))]))
+                count += 1
+                time.sleep(0.01)
+            open(__file__ + ".cancelled", "w").close()
+
+        threading.Thread(target=tick, daemon=True).start()
         return None
 """,
     ),
@@ -203,8 +226,12 @@ def write_repository(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, int, int]]:
-    root = write_repository(tmp_path_factory.mktemp("repository"))
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_repository(tmp_path_factory.mktemp("repository"))
+
+
+@pytest.fixture(scope="module")
+def server(root: Path) -> Iterator[tuple[Server, int, int]]:
     port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     argv = ["-m", "oip_asgi", "serve", "--model-repository", str(root), "--model-control-mode", "explicit",
             "--load-model", "*", "--port", str(port), "--grpc-port", str(grpc_port), "--metrics-port",
@@ -340,9 +367,13 @@ def test_a_model_failing_in_initialize_is_unavailable_with_its_reason(server: tu
         assert refused.value.status() in ("503", "400", "StatusCode.UNAVAILABLE")
 
 
-def test_load_unload_from_a_model_and_is_ready_and_custom_metrics(server: tuple[Server, int, int]) -> None:
+def test_load_unload_from_a_model_and_is_ready_and_custom_metrics(server: tuple[Server, int, int], root: Path) -> None:
     _, _, metrics_port = server
     module, client = _clients(server)[0]
+    marker = root / "spare" / "1" / "model.py.ready"
+    marker.unlink()  # spare's is_ready() is false now, on both wires
+    assert [other.is_model_ready("spare") for _, other in _clients(server)] == [False, False]
+    marker.write_text("")
     assert client.is_model_ready("spare")
     assert client.infer("manager", _inputs(module, IN=np.array([0], np.int32))).as_numpy("READY").tolist() == [False]
     assert not client.is_model_ready("spare")
@@ -352,3 +383,19 @@ def test_load_unload_from_a_model_and_is_ready_and_custom_metrics(server: tuple[
         text = response.read().decode()
     lines = [line for line in text.splitlines() if line.startswith("manager_calls")]
     assert lines == ['manager_calls{Custom="yes",model="manager"} 2.0']
+
+
+def test_a_decoupled_model_sees_is_cancelled_once_the_client_left(server: tuple[Server, int, int], root: Path) -> None:
+    _, grpc_port, _ = server
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+    got: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    client.start_stream(lambda result, error: got.put((result, error)))
+    client.async_stream_infer("ticker", _inputs(grpcclient, IN=np.array([0], np.int32)))
+    result, error = got.get(timeout=10)
+    assert error is None and int(result.as_numpy("OUT")[0]) == 0
+    client.stop_stream(cancel_requests=True)
+    seen = root / "ticker" / "1" / "model.py.cancelled"
+    deadline = time.monotonic() + 10
+    while not seen.exists() and time.monotonic() < deadline:  # the model's own thread writes it when it notices
+        time.sleep(0.02)
+    assert seen.exists()

@@ -123,9 +123,8 @@ class TritonHost:
         except RuntimeError:
             coroutine.close()
             raise
-        future = asyncio.run_coroutine_threadsafe(coroutine, loop)
-        with self.core.pool.lent():
-            return future.result()
+        with self.core.pool.lent():  # lent before the call is made: the model it calls may need a thread at once
+            return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
 
     # BLS
 
@@ -150,8 +149,7 @@ class TritonHost:
             finally:
                 items.put(END)
 
-        future = asyncio.run_coroutine_threadsafe(run(), loop)
-        return _thread_responses(items, future, self.core.pool)
+        return _thread_responses(items, lambda: asyncio.run_coroutine_threadsafe(run(), loop), self.core.pool)
 
     async def stream_async(self, model: str, version: str, request: Any) -> AsyncIterator[Any]:
         items: asyncio.Queue[Any] = asyncio.Queue()
@@ -217,10 +215,14 @@ class TritonHost:
         return self._families.family(name, description, kind)
 
 
-def _thread_responses(items: queue.SimpleQueue[Any], future: Any, pool: WorkerPool) -> Iterator[Any]:
+def _thread_responses(items: queue.SimpleQueue[Any], start: Any, pool: WorkerPool) -> Iterator[Any]:
+    """The responses of a decoupled call started by `start`, as they come, waited for with the thread lent."""
+    future = None
     try:
         while True:
             with pool.lent():
+                if future is None:
+                    future = start()
                 item = items.get()
             if item is END:
                 return
@@ -228,5 +230,5 @@ def _thread_responses(items: queue.SimpleQueue[Any], future: Any, pool: WorkerPo
                 raise item
             yield item
     finally:
-        if not future.done():
+        if future is not None and not future.done():
             future.cancel()

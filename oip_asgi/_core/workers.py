@@ -78,6 +78,9 @@ class WorkerPool:
         answer): the pool may start one thread more meanwhile, so that waiting never starves it."""
         with self._lock:
             self.max_threads += 1
+            if self._jobs.qsize() > self._idle:  # jobs wait that no idle thread will take: one more thread now
+                self._threads += 1
+                threading.Thread(target=self._work, args=(self._jobs,), name="oip-asgi-model", daemon=True).start()
         try:
             yield
         finally:

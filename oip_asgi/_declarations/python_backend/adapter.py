@@ -117,10 +117,13 @@ class TritonModel:
     def request(self, decoded: Any, sender: pb_utils.InferenceResponseSender | None) -> pb_utils.InferenceRequest:
         """The core's request as ``execute`` gets it."""
         inputs = [pb_utils.Tensor(name, array) for name, array in decoded.inputs.items()]
-        requested = [output.name for output in decoded.outputs] if decoded.outputs is not None else list(self.outputs)
-        return pb_utils.InferenceRequest.served(
+        asked = decoded.outputs is not None
+        requested = [output.name for output in decoded.outputs] if asked else list(self.outputs)
+        request = pb_utils.InferenceRequest.served(
             self.name, self.version, inputs, requested, decoded.id or "", dict(decoded.parameters), sender
         )
+        request.asked = asked  # the client named its outputs: the others are dropped
+        return request
 
     def failure(self, exc: BaseException) -> ModelError:
         message = (
@@ -171,9 +174,11 @@ class TritonModel:
         error = response.error()
         if error is not None:
             return answer_of(error.code(), error.message())
-        wanted = set(request.requested_output_names())
-        # Outputs the client did not ask for are dropped, as Triton drops them.
-        outputs = {tensor.name(): tensor.as_numpy() for tensor in response.output_tensors() if tensor.name() in wanted}
+        tensors = response.output_tensors()
+        if request.asked:  # outputs the client did not ask for are dropped, as Triton drops them
+            wanted = set(request.requested_output_names())
+            tensors = [tensor for tensor in tensors if tensor.name() in wanted]
+        outputs = {tensor.name(): tensor.as_numpy() for tensor in tensors}
         parameters = response.parameter_values()
         return Result(outputs, parameters) if parameters else outputs
 

@@ -385,6 +385,7 @@ class InferenceRequest:
         self._timeout = timeout
         self._parameters: dict[str, Any] = dict(parameters or {})
         self._sender: InferenceResponseSender | None = None
+        self.asked = True  # a served request whose client named no outputs gets every output the model made
 
     @classmethod
     def served(
