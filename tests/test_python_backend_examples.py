@@ -27,6 +27,7 @@ MODELS = EXAMPLES / "models"
 DOC = (ROOT / "docs" / "python-backend.md").read_text()
 RECIPE = re.compile(r"<!-- recipe: (?P<name>\S+) -->\n```sh\n(?P<code>.*?)```", re.DOTALL)
 RECIPES = {match["name"]: match["code"].strip() for match in RECIPE.finditer(DOC)}
+PYTEST_RECIPE = re.search(r"<!-- recipe: pytest -->\n```python\n(?P<code>.*?)```", DOC, re.DOTALL)
 
 # client script -> the line it prints when every check passed
 CLIENTS = {
@@ -113,6 +114,16 @@ def test_a_failed_bls_call_is_a_500_with_tritons_prefix_and_the_inner_reason(ser
     assert caught.value.status() == "StatusCode.INTERNAL"
     message = caught.value.message() or ""
     assert message.startswith("Failed to process the request(s) for model ") and "undefined_model" in message
+
+
+def test_the_pages_pytest_recipe_runs_the_model_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert PYTEST_RECIPE is not None
+    monkeypatch.chdir(ROOT)  # the recipe names the repository from the project's root
+    namespace: dict[str, object] = {"__name__": "recipe"}
+    exec(compile(PYTEST_RECIPE["code"], "docs/python-backend.md (pytest)", "exec"), namespace)
+    test = namespace["test_add_sub"]
+    assert callable(test)
+    test()
 
 
 def test_the_add_sub_repository_answers_on_lambda() -> None:
