@@ -3,7 +3,8 @@
 Lambda bills and users wait for the init phase, which for a Python function is mostly imports.
 This runs ``python -X importtime`` in N fresh interpreters and reports the median import time of
 the adapter (and of the example handlers, which also build and load the models: the example
-module's, and a packed model repository's), with the top-level packages that cost the most.
+module's, a packed model repository's, and Triton's add_sub Python model's), with the top-level
+packages that cost the most.
 
     python bench/lambda_import_time.py [--runs 15] [--json]
 """
@@ -25,6 +26,8 @@ TARGETS = {
     "examples.lambda_handler": "import examples.lambda_handler",
     # A packed model repository (examples/repository): read, its config.pbtxt files parsed, its models loaded.
     "examples.lambda_repository": "import examples.lambda_repository",
+    # Triton's add_sub Python model (examples/python_backend/models), its files unchanged, loaded through pb_utils.
+    "examples.lambda_python_backend": "import examples.lambda_python_backend",
 }
 
 
