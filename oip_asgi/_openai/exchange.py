@@ -276,6 +276,11 @@ class EmbeddingExchange:
         self._texts = [request.input] if isinstance(request.input, str) else request.input
         if not self._texts:
             raise InvalidField("input must hold at least one text", param="input")
+        if request.encoding_format not in ("float", "base64"):
+            raise InvalidField(
+                f"encoding_format must be 'float' or 'base64', got {quoted(request.encoding_format)}",
+                param="encoding_format",
+            )
 
     async def decode(self, model: ServedModel) -> DecodedRequest:
         convention = embedding_convention(model)

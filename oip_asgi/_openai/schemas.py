@@ -7,7 +7,7 @@ honour (``n`` above 1, ``echo``, ``logprobs``, ``best_of``) is refused by name i
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -66,7 +66,7 @@ class ChatRequest(Sampling, frozen=True, kw_only=True):
 class EmbeddingRequest(msgspec.Struct, frozen=True, kw_only=True):
     model: str
     input: str | list[str]
-    encoding_format: Literal["float", "base64"] = "float"
+    encoding_format: str = "float"  # checked by the exchange, whose message lists the choices
     dimensions: int | None = None
     user: str | None = None
 
