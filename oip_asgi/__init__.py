@@ -24,10 +24,12 @@ from ._version import __version__
 
 if _typing.TYPE_CHECKING:
     from ._hosts.mount import OIPMount, mount
+    from ._openai.app import OpenAIApp, openai_app
 
 # Mounting needs Starlette's application and routing modules; an app that only uses `oip_app`
-# (an AWS Lambda handler, another framework) does not pay for importing them.
+# (an AWS Lambda handler, another framework) does not pay for importing them, nor for the OpenAI wire.
 _LAZY = ("OIPMount", "mount")
+_LAZY_OPENAI = ("OpenAIApp", "openai_app")
 
 
 def __getattr__(name: str) -> _typing.Any:
@@ -35,11 +37,15 @@ def __getattr__(name: str) -> _typing.Any:
         from ._hosts import mount as _mount
 
         return getattr(_mount, name)
+    if name in _LAZY_OPENAI:
+        from ._openai import app as _openai
+
+        return getattr(_openai, name)
     raise AttributeError(f"module 'oip_asgi' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    return sorted([*globals(), *_LAZY, *_LAZY_OPENAI])
 
 
 __all__ = [
@@ -55,6 +61,7 @@ __all__ = [
     "OIPApp",
     "OIPError",
     "OIPMount",
+    "OpenAIApp",
     "PayloadTooLarge",
     "Predict",
     "Result",
@@ -63,4 +70,5 @@ __all__ = [
     "__version__",
     "mount",
     "oip_app",
+    "openai_app",
 ]

@@ -123,6 +123,12 @@ def parser() -> argparse.ArgumentParser:
         "needs the grpc extra)",
     )
     serve.add_argument(
+        "--openai",
+        action="store_true",
+        help="also serve the OpenAI-compatible API (/v1/models, /v1/completions, /v1/chat/completions, "
+        "/v1/embeddings) over the same models, on the same port (needs the openai extra; docs/openai.md)",
+    )
+    serve.add_argument(
         "--metrics-port",
         type=int,
         metavar="PORT",

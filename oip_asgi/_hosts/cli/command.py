@@ -60,6 +60,7 @@ def worker_app() -> Served:
         grpc_address=settings["grpc"],
         metrics=tuple(metrics) if metrics else None,
         grpc=settings["security"]["grpc"],
+        openai=settings["openai"],
     )
 
 
@@ -185,6 +186,9 @@ def serve(args: argparse.Namespace) -> int:
             _error(f"--metrics-port needs prometheus_client: {install_line('metrics')}")
             return USAGE
         metrics = (args.host, args.metrics_port, args.workers)
+    if args.openai and importlib.util.find_spec("jinja2") is None:  # chat templates: refused now, not per request
+        _error(f"--openai needs jinja2 for chat templates: {install_line('openai')}")
+        return USAGE
     try:
         import uvicorn
     except ImportError:
@@ -220,6 +224,7 @@ def serve(args: argparse.Namespace) -> int:
             "security": security,
             "timeout_request_read": args.timeout_request_read,
             "strict_readiness": args.strict_readiness,
+            "openai": args.openai,
             "repository": None if repository is None else {**asdict(repository), "load_models": args.load_model},
         }
         return _supervise(args.workers, settings, options)
@@ -239,7 +244,8 @@ def serve(args: argparse.Namespace) -> int:
     timeouts.read_timeout = args.timeout_request_read
     signal.signal(signal.SIGTERM, _stopped)
     # uvicorn.run exits 3 itself when the server does not start.
-    uvicorn.run(Served(app, grpc_address=grpc_address, metrics=metrics, grpc=security["grpc"]), **options)
+    served = Served(app, grpc_address=grpc_address, metrics=metrics, grpc=security["grpc"], openai=args.openai)
+    uvicorn.run(served, **options)
     return 0
 
 

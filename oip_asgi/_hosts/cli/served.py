@@ -1,4 +1,4 @@
-"""The app of a whole server: the protocol at /v2, and what starts and stops with it."""
+"""The app of a whole server: the protocol at /v2 (and OpenAI's API at /v1), and what starts and stops with it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from starlette.types import Message, Receive, Scope, Send
 
 from ..._declarations.errors import NotFound
+from ..._openai.app import OpenAIApp
 from ..._rest.app import OIPApp
 from ..._rest.paths import mounted_scope, route_path
 from ..._rest.responses import send_error
@@ -17,6 +18,7 @@ from .metrics_server import metrics_server
 from .security import grpc_credentials
 
 PREFIX = "/v2"
+OPENAI_PREFIX = "/v1"
 
 
 class Served:
@@ -24,7 +26,8 @@ class Served:
 
     `metrics` is (host, first port, ports to try): a worker takes the first port of the range it
     can bind, so N workers started on one range each get their own. `grpc` is the gRPC server's
-    restricted protocols and TLS files, as `security.checked` gives them.
+    restricted protocols and TLS files, as `security.checked` gives them. `openai` serves OpenAI's API
+    over the same models at /v1, under the same restricted API rules.
     """
 
     def __init__(
@@ -34,8 +37,10 @@ class Served:
         grpc_address: str | None = None,
         metrics: tuple[str, int, int] | None = None,
         grpc: Mapping[str, Any] | None = None,
+        openai: bool = False,
     ) -> None:
         self.app = app
+        self.openai = OpenAIApp(app) if openai else None
         self.grpc_address = grpc_address
         self.metrics = metrics
         self.grpc = grpc or {}
@@ -49,9 +54,16 @@ class Served:
         mounted = mounted_scope(scope, PREFIX)
         if mounted is not None:
             await self.app(mounted, receive, send)
-        else:
-            message = f"no such path {route_path(scope)!r}: this server serves the Open Inference Protocol at {PREFIX}"
-            await send_error(send, NotFound(message))
+            return
+        if self.openai is not None:
+            mounted = mounted_scope(scope, OPENAI_PREFIX)
+            if mounted is not None:
+                await self.openai(mounted, receive, send)
+                return
+        message = f"no such path {route_path(scope)!r}: this server serves the Open Inference Protocol at {PREFIX}"
+        if self.openai is not None:
+            message += f" and OpenAI's API at {OPENAI_PREFIX}"
+        await send_error(send, NotFound(message))
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.grpc_address is None and self.metrics is None:

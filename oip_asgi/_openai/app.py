@@ -1,0 +1,167 @@
+"""The OpenAI-compatible API as an ASGI app over the same served models as an `OIPApp` (one `ServerCore`).
+
+Mounted where a host likes (``/v1`` by convention), it answers ``GET /models``, ``GET /models/{id}``,
+``POST /completions``, ``POST /chat/completions`` and ``POST /embeddings`` below that point, every error
+as OpenAI's error object. A request names its model by its served name; the newest version answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from .._core.server import Exchange, HasCore, ServerCore, core_of
+from .._core.serving import ServedModel
+from .._core.statistics import RequestTimes
+from .._declarations.errors import ClientDisconnected, MethodNotAllowed
+from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
+from .errors import UnknownPath
+from .exchange import EmbeddingExchange, TextExchange, embedding_convention
+from .http import header, read_body, route_path, send_body, send_error
+from .schemas import chat_decoder, completion_decoder, embedding_decoder, encoder
+from .texts import decoded
+
+Endpoint = Callable[[Scope, Receive, Send, "re.Match[str]"], Awaitable[None]]
+# A body larger than this is no chat: REST's bound on a JSON body, and no more than the core's bound.
+MAX_JSON_SIZE = 32 * 2**20
+
+
+class OpenAIApp:
+    """OpenAI's API over the models an `OIPApp` (or a `ServerCore`) serves; see `openai_app`."""
+
+    def __init__(self, app: HasCore | ServerCore, *, restricted_apis: RestrictionsArgument | None = None) -> None:
+        self.core = core_of(app)
+        # The groups the protocol's app restricts guard the same models here, unless told otherwise.
+        inherited: Mapping[str, Restriction] = getattr(app, "restrictions", {})
+        self.restrictions = dict(inherited) if restricted_apis is None else restrictions(restricted_apis)
+        self.max_body_size = min(MAX_JSON_SIZE, self.core.max_body_size)
+        self.created = int(time.time())  # a model's `created`: when this server began serving it, near enough
+        # Triton's API groups, as its OpenAI frontend has them: listing models is the repository's.
+        self.routes: list[tuple[re.Pattern[str], dict[str, Endpoint], str]] = [
+            (re.compile(r"/chat/completions/?"), {"POST": self._chat}, "inference"),
+            (re.compile(r"/completions/?"), {"POST": self._completion}, "inference"),
+            (re.compile(r"/embeddings/?"), {"POST": self._embeddings}, "inference"),
+            (re.compile(r"/models/?"), {"GET": self._models}, "model-repository"),
+            (re.compile(r"/models/(?P<id>.+)"), {"GET": self._model}, "model-repository"),
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        try:
+            await self._dispatch(scope, receive, send)
+        except ClientDisconnected:
+            pass
+        except Exception as exc:
+            error = self.core.answer(exc, f"{scope.get('method')} {scope.get('path')}")
+            with contextlib.suppress(ClientDisconnected):
+                await send_error(send, error)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """As the protocol's app does, when this one is the root app: load at start, unload at the end."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self.core.start_loading()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.core.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = route_path(scope)
+        for pattern, methods, group in self.routes:
+            match = pattern.fullmatch(path)
+            if match is None:
+                continue
+            restriction = self.restrictions.get(group)
+            if restriction is not None and not restriction.allows(header(scope, restriction.header.encode("latin-1"))):
+                raise restriction.refusal()
+            endpoint = methods.get(scope["method"])
+            if endpoint is None:
+                allowed = ", ".join(methods)
+                raise MethodNotAllowed(f"method {scope['method']} is not allowed here; use {allowed}", allow=allowed)
+            await endpoint(scope, receive, send, match)
+            return
+        full = scope.get("root_path", "") + path
+        raise UnknownPath(f"Invalid URL ({scope['method']} {full}): this server answers /models, /completions, "
+                          "/chat/completions and /embeddings")  # fmt: skip
+
+    async def _models(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        control = self.core.control
+        if control is not None and not control.has_started:
+            await control.started()  # a repository's models are listed once its control has read it
+        data = [self._entry(name) for name in self.core.served.names()]
+        await send_body(send, 200, encoder.encode({"object": "list", "data": data}))
+
+    async def _model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        model = await self.core.model(match.group("id"))
+        await send_body(send, 200, encoder.encode(self._entry(model.name)))
+
+    def _entry(self, name: str) -> dict[str, Any]:
+        return {"id": name, "object": "model", "created": self.created, "owned_by": self.core.server_metadata.name}
+
+    async def _completion(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        await self._text(scope, receive, send, completion_decoder)
+
+    async def _chat(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        await self._text(scope, receive, send, chat_decoder)
+
+    async def _text(self, scope: Scope, receive: Receive, send: Send, decoder: Any) -> None:
+        body = await read_body(scope, receive, self.max_body_size)
+        request = decoded(decoder, body)
+        exchange = TextExchange(request, send, receive, received=len(body), created=int(time.time()))
+        core = self.core
+        try:
+            await core.infer(request.model, None, exchange, core.answer_streaming)
+        except asyncio.CancelledError:
+            if not exchange.left:
+                raise
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # our own cancellation, for a client that left: the request ends here
+        except ClientDisconnected:
+            raise
+        except Exception as exc:
+            if not exchange.started:
+                raise  # nothing sent yet: the error object with its status
+            error = core.answer(exc, f"POST {scope.get('path')}")
+            await exchange.error(error)
+        finally:
+            exchange.stop_watching()
+
+    async def _embeddings(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        body = await read_body(scope, receive, self.max_body_size)
+        request = decoded(embedding_decoder, body)
+        exchange = EmbeddingExchange(request, send, received=len(body))
+        await self.core.infer(request.model, None, exchange, self._embedding)
+
+    async def _embedding(self, model: ServedModel, exchange: Exchange[bytes], times: RequestTimes) -> bytes:
+        """The unary body, for a model of the embedding convention only: one that is not says what it lacks
+        (the unary body's own refusal of a decoupled model would name no convention)."""
+        embedding_convention(model)
+        return await self.core.answer_once(model, exchange, times)
+
+
+def openai_app(app: HasCore | ServerCore, *, restricted_apis: RestrictionsArgument | None = None) -> OpenAIApp:
+    """OpenAI's API (``/models``, ``/completions``, ``/chat/completions``, ``/embeddings``) over the models
+    that `app` (an `OIPApp`, from `oip_app`) serves, as an ASGI app to mount at ``/v1``.
+
+    Both apps serve the same models, with the same loads, statistics and worker threads. A model is
+    usable for text when it follows the LLM convention (Triton's vLLM-backend inputs and outputs:
+    ``text_input`` in, ``text_output`` out; a generator streams), for embeddings when it takes one
+    BYTES input ``[-1]`` and gives one FP32 output ``[-1, d]`` (docs/openai.md). `restricted_apis`
+    guards the groups ``inference`` (completions, chats, embeddings) and ``model-repository`` (the
+    model list); by default the rules of `app` apply here too.
+    """
+    return OpenAIApp(app, restricted_apis=restricted_apis)

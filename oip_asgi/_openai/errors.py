@@ -1,0 +1,52 @@
+"""OpenAI's error object: ``{"error": {"message", "type", "param", "code"}}``, with the status the `openai`
+client maps to its exceptions (400 BadRequestError, 404 NotFoundError, 500 InternalServerError, ...)."""
+
+from __future__ import annotations
+
+from .._declarations.errors import BadRequest, NotFound, OIPError
+from .schemas import encoder
+
+# OpenAI's `type` by status: the client reads the status, people read the type.
+_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+
+
+class InvalidField(BadRequest):
+    """A request field this server cannot take, named in `param` as OpenAI names it (``messages[0].content``)."""
+
+    def __init__(self, message: str, *, param: str | None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class UnsuitableModel(BadRequest):
+    """A served model that follows none of the conventions an endpoint needs; the message says what it lacks."""
+
+    param = "model"
+    code = "model_not_supported"
+
+
+class UnknownPath(NotFound):
+    code = None
+
+
+def error_type(status: int) -> str:
+    if status in _TYPES:
+        return _TYPES[status]
+    return "invalid_request_error" if status < 500 else "server_error"
+
+
+def error_object(error: OIPError) -> dict[str, object]:
+    # A NotFound from the core is an unknown model (OpenAI's "model_not_found"); the wire's own is a path.
+    unknown_model = isinstance(error, NotFound) and not isinstance(error, UnknownPath)
+    return {
+        "error": {
+            "message": error.message,
+            "type": error_type(error.status_code),
+            "param": getattr(error, "param", "model" if unknown_model else None),
+            "code": getattr(error, "code", "model_not_found" if unknown_model else None),
+        }
+    }
+
+
+def error_body(error: OIPError) -> bytes:
+    return encoder.encode(error_object(error))

@@ -1,0 +1,89 @@
+"""The HTTP this wire needs over raw ASGI: a JSON body read whole within a limit, JSON responses, event streams.
+
+An OpenAI request is one small JSON object: it is read whole (a Content-Length over the limit is refused
+before reading), never compressed (the API has no such thing: a Content-Encoding is a 415).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from .._declarations.errors import ClientDisconnected, OIPError, PayloadTooLarge, UnsupportedMediaType
+from .errors import error_body
+
+JSON = (b"content-type", b"application/json")
+EVENT_STREAM = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+DONE = b"data: [DONE]\n\n"
+
+
+def route_path(scope: Scope) -> str:
+    """The path below the mount point, whether or not the server put root_path into scope["path"]."""
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if root_path and (path == root_path or path.startswith(root_path + "/")):
+        return path[len(root_path) :]
+    return path
+
+
+def header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return bytes(value)
+    return None
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The request body, at most `limit` bytes (a 413 otherwise)."""
+    encoding = header(scope, b"content-encoding")
+    if encoding is not None and encoding.strip().lower() != b"identity":
+        raise UnsupportedMediaType(f"Content-Encoding {encoding.decode('latin-1')!r}: send the JSON body as it is")
+    length = header(scope, b"content-length")
+    if length is not None and length.strip().isdigit() and int(length) > limit:
+        raise PayloadTooLarge(f"the request body is {int(length)} bytes, over the limit of {limit}")
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+async def send_body(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """One whole JSON response."""
+    raw = [JSON, (b"content-length", str(len(body)).encode()), *(headers or ())]
+    await _sent(send, {"type": "http.response.start", "status": status, "headers": raw})
+    await _sent(send, {"type": "http.response.body", "body": body})
+
+
+async def send_error(send: Send, error: OIPError) -> None:
+    headers = [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in error.headers.items()]
+    await send_body(send, error.status_code, error_body(error), headers)
+
+
+async def start_events(send: Send, status: int = 200) -> None:
+    await _sent(send, {"type": "http.response.start", "status": status, "headers": EVENT_STREAM})
+
+
+async def send_event(send: Send, data: bytes) -> None:
+    """One body message, which the server flushes at once: an event reaches the client when it is sent."""
+    await _sent(send, {"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def end_events(send: Send) -> None:
+    await _sent(send, {"type": "http.response.body", "body": b""})
+
+
+async def _sent(send: Send, message: dict[str, Any]) -> None:
+    try:
+        await send(message)
+    except OSError as exc:  # ASGI servers raise an OSError on a connection the client closed
+        raise ClientDisconnected from exc
