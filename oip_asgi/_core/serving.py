@@ -64,6 +64,10 @@ class ServedModel:
         self.takes_requests = model.takes_requests
         owner = getattr(model.predict, "__self__", None) if model.takes_requests else None
         self._ready_check: Callable[[], bool] | None = getattr(owner, "is_ready", None)
+        # Its instances (Triton's instance_group): each runs one execute at a time, so calls beyond their
+        # number wait here, on the loop, rather than hold a worker thread each.
+        self._instance_count: int | None = getattr(owner, "instance_count", None)
+        self._instance_slots: asyncio.Semaphore | None = None
         self.pool = pool
         # A model file's library call: pure computation, which may run on the loop when cheaper than the hop.
         self.inline = InlineCalls() if getattr(model.predict, "computes_only", False) else None
@@ -252,21 +256,41 @@ class ServedModel:
 
     async def invoke_requests(self, requests: list[DecodedRequest], call: CallTimes) -> list[Any]:
         """One call of a model that takes requests: each request's outputs, or the error it gets."""
-        model = self.model
+        slots = self._instance_slots
+        if slots is None and self._instance_count is not None:
+            slots = self._instance_slots = asyncio.Semaphore(self._instance_count)
         try:
-            if model.is_async:
-                call.started = now()
-                try:
-                    outcomes: list[Any] = await model.predict(requests)  # type: ignore[call-arg,misc]
-                finally:
-                    call.ended = now()
+            if slots is None:
+                outcomes = await self._call_requests(requests, call)
             else:
-                outcomes = await self.pool.run(_timed_requests, model, requests, call)
+                await slots.acquire()
+                outcomes = await self._call_requests(requests, call, slots.release)
         except (Exception, SystemExit) as exc:
             raised = exc.exception if isinstance(exc, Escaped) else exc
             error = self.failure(raised)
             return [error] * len(requests)
         return outcomes
+
+    async def _call_requests(
+        self, requests: list[DecodedRequest], call: CallTimes, done: Callable[[], None] | None = None
+    ) -> list[Any]:
+        """The model's call; `done` once it has ended (a thread's call ends when the thread is done with
+        it, even if the request was cancelled meanwhile: its instance is busy until then)."""
+        model = self.model
+        if model.is_async:
+            call.started = now()
+            try:
+                outcomes: list[Any] = await model.predict(requests)  # type: ignore[call-arg,misc]
+            finally:
+                call.ended = now()
+                if done is not None:
+                    done()
+            return outcomes
+        future = self.pool.run(_timed_requests, model, requests, call)
+        if done is None:
+            return await future  # type: ignore[no-any-return]
+        future.add_done_callback(lambda _: done())
+        return await asyncio.shield(future)
 
     def failure(self, raised: BaseException) -> ModelError:
         """What the model raised, logged with its traceback, as the error its client gets."""
