@@ -29,9 +29,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-CASES = ("W1", "W1s", *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")))
+CASES = ("W1", "W1s", *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")), "W12shim",
+         "W12native")  # fmt: skip
 
 
 def run(case: str, count: int, bodies: Path | None) -> None:
@@ -57,6 +59,9 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     from w9_inprocess import app_requester
 
     loop = uvloop.new_event_loop()
+    if case.startswith("W12"):
+        w12(loop, case[3:], count)
+        return
     if case == "W1s":
         app = Starlette()
         oip_asgi.mount(app, {"identity_sync": ours_app.identity_sync}, path="/v2")
@@ -78,6 +83,25 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     served = oip_asgi.mount(app, {f"w9_{kind}": models[f"w9_{kind}"]}, path="/v2")
     loop.run_until_complete(served.load())  # as a server's start-up does
     app_requester(loop, app, f"/v2/models/w9_{kind}/infer", (bodies / f"{key.lower()}.json").read_bytes())(count)
+
+
+def w12(loop: Any, server: str, count: int) -> None:
+    """W12's add_sub request through the app serving its repository: as a `TritonPythonModel` or native."""
+    import json
+
+    import w12
+    from w9_inprocess import app_requester
+
+    import oip_asgi
+
+    root = Path(tempfile.mkdtemp())
+    app = oip_asgi.oip_app(model_repository=w12.repositories(root)[server])
+    loop.run_until_complete(app.load())  # as a server's start-up does
+    data = [1.0, 2.0, 3.0, 4.0]
+    inputs = [{"name": name, "datatype": "FP32", "shape": [4], "data": data} for name in ("INPUT0", "INPUT1")]
+    body = json.dumps({"inputs": inputs}).encode()
+    app_requester(loop, app, "/models/add_sub/infer", body)(count)
+    shutil.rmtree(root)
 
 
 def instructions(case: str, count: int, bodies: Path | None) -> int:

@@ -286,11 +286,8 @@ class ServedModel:
                 if done is not None:
                     done()
             return outcomes
-        future = self.pool.run(_timed_requests, model, requests, call)
-        if done is None:
-            return await future  # type: ignore[no-any-return]
-        future.add_done_callback(lambda _: done())
-        return await asyncio.shield(future)
+        outcomes = await self.pool.run(_timed_requests, model, requests, call, ended=done)
+        return outcomes
 
     def failure(self, raised: BaseException) -> ModelError:
         """What the model raised, logged with its traceback, as the error its client gets."""

@@ -37,7 +37,14 @@ class Escaped(Exception):
         self.exception = exception
 
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], tuple[Any, ...]]
+_Job = tuple[
+    asyncio.AbstractEventLoop,
+    "asyncio.Future[Any]",
+    contextvars.Context,
+    Callable[..., Any],
+    tuple[Any, ...],
+    Callable[[], None] | None,
+]
 
 
 class WorkerPool:
@@ -59,8 +66,11 @@ class WorkerPool:
     def threads(self) -> int:
         return self._threads
 
-    def run(self, function: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """`function(*args)` on a worker thread, in the caller's context; await the future for its result."""
+    def run(
+        self, function: Callable[..., Any], *args: Any, ended: Callable[[], None] | None = None
+    ) -> asyncio.Future[Any]:
+        """`function(*args)` on a worker thread, in the caller's context; await the future for its result.
+        `ended` is called on the loop once the call has ended, even when the future was cancelled before."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self._lock:
@@ -69,7 +79,7 @@ class WorkerPool:
             elif self._threads < self.max_threads:
                 self._threads += 1
                 threading.Thread(target=self._work, args=(self._jobs,), name="oip-asgi-model", daemon=True).start()
-            self._jobs.put((loop, future, contextvars.copy_context(), function, args))
+            self._jobs.put((loop, future, contextvars.copy_context(), function, args, ended))
         return future
 
     @contextlib.contextmanager
@@ -101,7 +111,7 @@ class WorkerPool:
             job = jobs.get()
             if job is None:
                 return
-            loop, future, context, function, args = job
+            loop, future, context, function, args, ended = job
             try:
                 result, error = context.run(function, *args), None
             except Exception as exc:
@@ -116,10 +126,10 @@ class WorkerPool:
                 if jobs is self._jobs:
                     self._idle = min(self._idle + 1, self._threads)
             try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
+                loop.call_soon_threadsafe(_settle, future, result, error, ended)
             except RuntimeError:  # the loop has closed: nobody is waiting
                 pass
-            del job, future, result, error, function, args  # hold nothing between jobs
+            del job, future, result, error, function, args, ended  # hold nothing between jobs
 
 
 def _reset_after_fork(pool: weakref.ref[WorkerPool]) -> None:
@@ -128,7 +138,11 @@ def _reset_after_fork(pool: weakref.ref[WorkerPool]) -> None:
         alive._reset()
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+def _settle(
+    future: asyncio.Future[Any], result: Any, error: BaseException | None, ended: Callable[[], None] | None
+) -> None:
+    if ended is not None:
+        ended()
     if future.done():  # the caller was cancelled (the client left); the thread is free again all the same
         return
     if error is None:

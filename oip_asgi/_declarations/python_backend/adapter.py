@@ -52,6 +52,7 @@ class TritonModel:
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         self.outputs = [tensor["name"] for tensor in config.get("output", [])]
         self.config_json = json.dumps(config)  # (once: each initialize gets it)
+        self.version_number = int(version) if version.isdigit() else -1  # as request.model_version() answers
         self.instances: list[Any] = []  # from load to unload
         self._free: queue.SimpleQueue[tuple[Any, str]] = queue.SimpleQueue()  # each instance and its name
         self._slots: asyncio.Semaphore | None = None  # a decoupled model's: its executes run on the loop's tasks
@@ -140,16 +141,16 @@ class TritonModel:
 
     # Requests
 
-    def request(self, decoded: Any, sender: pb_utils.InferenceResponseSender | None) -> pb_utils.InferenceRequest:
-        """The core's request as ``execute`` gets it."""
-        inputs = [pb_utils.Tensor(name, array) for name, array in decoded.inputs.items()]
-        asked = decoded.outputs is not None
-        requested = [output.name for output in decoded.outputs] if asked else list(self.outputs)
-        request = pb_utils.InferenceRequest.served(
-            self.name, self.version, inputs, requested, decoded.id or "", dict(decoded.parameters), sender
-        )
-        request.asked = asked  # the client named its outputs: the others are dropped
-        return request
+    def request(self, decoded: Any, outlet: Any) -> pb_utils.InferenceRequest:
+        """The core's request as ``execute`` gets it; `outlet` takes what its sender sends."""
+        of = pb_utils.Tensor.of
+        inputs = [of(name, array) for name, array in decoded.inputs.items()]
+        outputs = decoded.outputs
+        requested = [output.name for output in outputs] if outputs is not None else list(self.outputs)
+        return pb_utils.InferenceRequest.served(
+            self.name, self.version_number, inputs, requested, decoded.id or "", decoded.parameters, outlet,
+            outputs is not None,  # the client named its outputs: the others are dropped
+        )  # fmt: skip
 
     def failure(self, exc: BaseException, instance: str) -> ModelError:
         message = f"Failed to process the request(s) for model '{instance}', message: {type(exc).__name__}: {exc}"
@@ -219,10 +220,7 @@ class TritonModel:
     def execute(self, decoded: list[Any]) -> list[Any]:
         """Sync ``execute`` on a worker thread: one outcome per request."""
         sent = [_Sent() for _ in decoded]
-        requests = [
-            self.request(one, pb_utils.InferenceResponseSender(outlet))
-            for one, outlet in zip(decoded, sent, strict=True)
-        ]
+        requests = [self.request(one, outlet) for one, outlet in zip(decoded, sent, strict=True)]
         instance, name = self._take()
         token = self._enter()
         try:
@@ -239,10 +237,7 @@ class TritonModel:
     async def execute_async(self, decoded: list[Any]) -> list[Any]:
         """``async def execute``, awaited on the event loop."""
         sent = [_Sent() for _ in decoded]
-        requests = [
-            self.request(one, pb_utils.InferenceResponseSender(outlet))
-            for one, outlet in zip(decoded, sent, strict=True)
-        ]
+        requests = [self.request(one, outlet) for one, outlet in zip(decoded, sent, strict=True)]
         instance, name = self._take()
         token = self._enter()
         try:
@@ -260,7 +255,7 @@ class TritonModel:
         """A decoupled model's responses to one request, as they are sent (from any thread)."""
         loop = asyncio.get_running_loop()
         outlet = _Stream(loop)
-        request = self.request(decoded, pb_utils.InferenceResponseSender(outlet))
+        request = self.request(decoded, outlet)
         running = loop.create_task(self._run_decoupled(request, outlet))
         try:
             while True:
@@ -329,6 +324,8 @@ for _method in (TritonModel.execute, TritonModel.execute_async, TritonModel.stre
 
 class _Sent:
     """A non-decoupled request's sender: it takes the one final response (Triton allows that)."""
+
+    __slots__ = ("cancelled", "response")
 
     def __init__(self) -> None:
         self.response: Any = None
