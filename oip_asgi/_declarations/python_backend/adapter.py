@@ -168,6 +168,9 @@ class TritonModel:
 
     def answers(self, requests: list[pb_utils.InferenceRequest], returned: Any, sent: list[_Sent]) -> list[Any]:
         """Each request's outputs (a `Result`) or the error it gets, from what ``execute`` returned."""
+        if returned.__class__ is list and len(returned) == len(requests):  # (as models do: checked first)
+            outcome = self.outcome
+            return [outcome(request, response) for request, response in zip(requests, returned, strict=True)]
         if returned is None:
             if all(outlet.response is not None for outlet in sent):  # each answered through its sender
                 return [self.outcome(request, outlet.response) for request, outlet in zip(requests, sent, strict=True)]
@@ -204,15 +207,16 @@ class TritonModel:
                 f"model '{self.name}': execute() returned a {type(response).__name__} for a request, "
                 "not a pb_utils.InferenceResponse"
             )
-        error = response.error()
+        # Read through the package's own fields rather than the model-facing methods: it runs per request.
+        error = response._error
         if error is not None:
             return answer_of(error.code(), error.message())
-        tensors = response.output_tensors()
+        tensors = response._tensors
         if request.asked:  # outputs the client did not ask for are dropped, as Triton drops them
-            wanted = set(request.requested_output_names())
-            tensors = [tensor for tensor in tensors if tensor.name() in wanted]
-        outputs = {tensor.name(): tensor.as_numpy() for tensor in tensors}
-        parameters = response.parameter_values()
+            wanted = request._requested
+            tensors = [tensor for tensor in tensors if tensor._name in wanted]
+        outputs = {tensor._name: tensor._array for tensor in tensors}
+        parameters = response._parameters
         return Result(outputs, parameters) if parameters else outputs
 
     # execute, as the core calls a model that takes requests

@@ -315,8 +315,8 @@ class InferenceResponse:
 
 
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
-    for tensor in inference_request.inputs():
-        if tensor.name() == name:
+    for tensor in inference_request._inputs:
+        if tensor._name == name:
             return tensor
     return None
 
