@@ -22,6 +22,7 @@ from .._declarations.errors import ModelError, ModelNotReady, OIPError
 from .._declarations.model import Model, Outputs
 from .batching import Batcher
 from .inline import InlineCalls
+from .lanes import Lanes
 from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
 from .streaming import AsyncSteps, Steps, SyncSteps
@@ -67,7 +68,8 @@ class ServedModel:
         # Its instances (Triton's instance_group): each runs one execute at a time, so calls beyond their
         # number wait here, on the loop, rather than hold a worker thread each.
         self._instance_count: int | None = getattr(owner, "instance_count", None)
-        self._instance_slots: asyncio.Semaphore | None = None
+        self._instance_slots: asyncio.Semaphore | None = None  # an async execute's
+        self._lanes = Lanes(pool, self._instance_count) if self._instance_count and not model.is_async else None
         self.pool = pool
         # A model file's library call: pure computation, which may run on the loop when cheaper than the hop.
         self.inline = InlineCalls() if getattr(model.predict, "computes_only", False) else None
@@ -256,6 +258,13 @@ class ServedModel:
 
     async def invoke_requests(self, requests: list[DecodedRequest], call: CallTimes) -> list[Any]:
         """One call of a model that takes requests: each request's outputs, or the error it gets."""
+        if self._lanes is not None:
+            try:
+                outcomes: list[Any] = await self._lanes.run(_timed_requests, self.model, requests, call)
+            except (Exception, SystemExit) as exc:
+                raised = exc.exception if isinstance(exc, Escaped) else exc
+                return [self.failure(raised)] * len(requests)
+            return outcomes
         slots = self._instance_slots
         if slots is None and self._instance_count is not None:
             slots = self._instance_slots = asyncio.Semaphore(self._instance_count)
@@ -274,8 +283,7 @@ class ServedModel:
     async def _call_requests(
         self, requests: list[DecodedRequest], call: CallTimes, done: Callable[[], None] | None = None
     ) -> list[Any]:
-        """The model's call; `done` once it has ended (a thread's call ends when the thread is done with
-        it, even if the request was cancelled meanwhile: its instance is busy until then)."""
+        """The model's call; `done` once an async one has ended (a sync one with instances runs in lanes)."""
         model = self.model
         if model.is_async:
             call.started = now()
@@ -286,7 +294,7 @@ class ServedModel:
                 if done is not None:
                     done()
             return outcomes
-        outcomes = await self.pool.run(_timed_requests, model, requests, call, ended=done)
+        outcomes = await self.pool.run(_timed_requests, model, requests, call)
         return outcomes
 
     def failure(self, raised: BaseException) -> ModelError:

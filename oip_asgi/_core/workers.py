@@ -37,14 +37,7 @@ class Escaped(Exception):
         self.exception = exception
 
 
-_Job = tuple[
-    asyncio.AbstractEventLoop,
-    "asyncio.Future[Any]",
-    contextvars.Context,
-    Callable[..., Any],
-    tuple[Any, ...],
-    Callable[[], None] | None,
-]
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 
 
 class WorkerPool:
@@ -66,11 +59,8 @@ class WorkerPool:
     def threads(self) -> int:
         return self._threads
 
-    def run(
-        self, function: Callable[..., Any], *args: Any, ended: Callable[[], None] | None = None
-    ) -> asyncio.Future[Any]:
-        """`function(*args)` on a worker thread, in the caller's context; await the future for its result.
-        `ended` is called on the loop once the call has ended, even when the future was cancelled before."""
+    def run(self, function: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """`function(*args)` on a worker thread, in the caller's context; await the future for its result."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self._lock:
@@ -79,7 +69,7 @@ class WorkerPool:
             elif self._threads < self.max_threads:
                 self._threads += 1
                 threading.Thread(target=self._work, args=(self._jobs,), name="oip-asgi-model", daemon=True).start()
-            self._jobs.put((loop, future, contextvars.copy_context(), function, args, ended))
+            self._jobs.put((loop, future, contextvars.copy_context(), function, args))
         return future
 
     @contextlib.contextmanager
@@ -111,7 +101,7 @@ class WorkerPool:
             job = jobs.get()
             if job is None:
                 return
-            loop, future, context, function, args, ended = job
+            loop, future, context, function, args = job
             try:
                 result, error = context.run(function, *args), None
             except Exception as exc:
@@ -126,10 +116,10 @@ class WorkerPool:
                 if jobs is self._jobs:
                     self._idle = min(self._idle + 1, self._threads)
             try:
-                loop.call_soon_threadsafe(_settle, future, result, error, ended)
+                loop.call_soon_threadsafe(_settle, future, result, error)
             except RuntimeError:  # the loop has closed: nobody is waiting
                 pass
-            del job, future, result, error, function, args, ended  # hold nothing between jobs
+            del job, future, result, error, function, args  # hold nothing between jobs
 
 
 def _reset_after_fork(pool: weakref.ref[WorkerPool]) -> None:
@@ -138,11 +128,7 @@ def _reset_after_fork(pool: weakref.ref[WorkerPool]) -> None:
         alive._reset()
 
 
-def _settle(
-    future: asyncio.Future[Any], result: Any, error: BaseException | None, ended: Callable[[], None] | None
-) -> None:
-    if ended is not None:
-        ended()
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.done():  # the caller was cancelled (the client left); the thread is free again all the same
         return
     if error is None:
