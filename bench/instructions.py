@@ -11,6 +11,10 @@ the start-up (and the imports). The cases:
 - `W9s1`, `W9x1`, `W9o1`: W9's [1,100] request to each model file through the app on a uvloop loop,
   and `W9s1-library` etc.: that library's own call on the same array (`w9_files.library_calls`), so
   that a file's request minus its library call is what the path around it costs.
+- `W12shim`, `W12native`: W12's add_sub request (FP32 [4] twice, JSON) through the app serving its
+  repository on a uvloop loop, as a `TritonPythonModel` through the Python-backend shim or as the same
+  logic in our model.py form; `W12shim-call`, `W12native-call`: the model's call alone, as the core
+  makes it (a list of one decoded request to the shim, keyword arrays to the function).
 
     python bench/instructions.py [--cases W1,W1s] [--low 1000] [--high 3000] [--bodies DIR]
 
@@ -29,9 +33,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-CASES = ("W1", "W1s", *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")))
+CASES = ("W1", "W1s", *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
+         *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")))  # fmt: skip
 
 
 def run(case: str, count: int, bodies: Path | None) -> None:
@@ -57,6 +63,10 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     from w9_inprocess import app_requester
 
     loop = uvloop.new_event_loop()
+    if case.startswith("W12"):
+        server, _, call = case[3:].partition("-")
+        (w12_calls if call else w12)(loop, server, count)
+        return
     if case == "W1s":
         app = Starlette()
         oip_asgi.mount(app, {"identity_sync": ours_app.identity_sync}, path="/v2")
@@ -78,6 +88,50 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     served = oip_asgi.mount(app, {f"w9_{kind}": models[f"w9_{kind}"]}, path="/v2")
     loop.run_until_complete(served.load())  # as a server's start-up does
     app_requester(loop, app, f"/v2/models/w9_{kind}/infer", (bodies / f"{key.lower()}.json").read_bytes())(count)
+
+
+def w12(loop: Any, server: str, count: int) -> None:
+    """W12's add_sub request through the app serving its repository: as a `TritonPythonModel` or native."""
+    import json
+
+    import w12
+    from w9_inprocess import app_requester
+
+    import oip_asgi
+
+    root = Path(tempfile.mkdtemp())
+    app = oip_asgi.oip_app(model_repository=w12.repositories(root)[server])
+    loop.run_until_complete(app.load())  # as a server's start-up does
+    data = [1.0, 2.0, 3.0, 4.0]
+    inputs = [{"name": name, "datatype": "FP32", "shape": [4], "data": data} for name in ("INPUT0", "INPUT1")]
+    body = json.dumps({"inputs": inputs}).encode()
+    app_requester(loop, app, "/models/add_sub/infer", body)(count)
+    shutil.rmtree(root)
+
+
+def w12_calls(loop: Any, server: str, count: int) -> None:
+    """W12's add_sub model called as the core calls it, with no app around it: the shim's own cost is
+    `W12shim-call` minus `W12native-call` (the same arithmetic as a plain function)."""
+    import numpy as np
+    import w12
+
+    from oip_asgi._core.request import DecodedRequest
+    from oip_asgi._declarations.repository import read_model
+
+    root = Path(tempfile.mkdtemp())
+    model = read_model(w12.repositories(root)[server], "add_sub").versions[0]
+    if model.load is not None:
+        model.load()
+    a = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    predict: Any = model.predict
+    if server == "shim":
+        requests = [DecodedRequest({"INPUT0": a, "INPUT1": a})]
+        for _ in range(count):
+            predict(requests)
+    else:
+        for _ in range(count):
+            predict(INPUT0=a, INPUT1=a)
+    shutil.rmtree(root)
 
 
 def instructions(case: str, count: int, bodies: Path | None) -> int:

@@ -149,3 +149,53 @@ async def test_bls_reaches_its_own_server_and_a_pool_of_one_thread_does_not_dead
         assert await _call(other, "caller") == [3, 6]
         answers = await asyncio.gather(*(_call(one, "caller") for _ in range(4)))
         assert answers == [[2, 4]] * 4
+
+
+def test_instance_groups_complete_and_name_as_triton() -> None:
+    from oip_asgi._declarations.python_backend.instances import completed_groups, instance_specs
+
+    assert completed_groups({}, "m") == [{"name": "m_0", "kind": "KIND_CPU", "count": 1}]
+    groups = completed_groups(
+        {"instance_group": [{"count": 2}, {"name": "g", "kind": "KIND_GPU", "gpus": [0, 1]}, {"kind": "KIND_MODEL"}]},
+        "m",
+    )
+    specs = instance_specs(groups, "m")
+    assert [(spec.name, spec.kind) for spec in specs] == [
+        ("m_0_0", "CPU"), ("m_0_1", "CPU"), ("g_0", "CPU"), ("g_0", "CPU"), ("m_2_0", "MODEL")
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="count -1"):
+        instance_specs([{"name": "m_0", "kind": "KIND_CPU", "count": -1}], "m")
+
+
+PICKY = """
+class TritonPythonModel:
+    made = []
+
+    def initialize(self, args):
+        TritonPythonModel.made.append(self)
+        if args["model_instance_name"] == "m_0_2":
+            raise RuntimeError("out of memory on the third")
+
+    def finalize(self):
+        self.finalized = True
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def test_a_failing_instance_finalizes_those_made_and_instance_group_is_no_warning(tmp_path: Path) -> None:
+    from oip_asgi._declarations.repository import read_model
+
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "1" / "model.py").write_text(HEADER + PICKY)
+    (tmp_path / "m" / "config.pbtxt").write_text('backend: "python"\ninstance_group [{ count: 3, kind: KIND_CPU }]\n')
+    read = read_model(tmp_path, "m")
+    assert read.warnings == []
+    model = read.versions[0]
+    assert model.load is not None
+    with pytest.raises(RuntimeError, match="third"):
+        model.load()
+    made = read.modules[next(iter(read.modules))].TritonPythonModel.made
+    # The two initialized are finalized; the one whose initialize failed was never initialized.
+    assert [getattr(instance, "finalized", False) for instance in made] == [True, True, False]

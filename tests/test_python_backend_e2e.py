@@ -1,6 +1,7 @@
 """Triton Python models (`TritonPythonModel`, ``pb_utils``) served unchanged by `oip-asgi serve`, over both wires
 with tritonclient: the lifecycle and its init args, dynamic batching, decoupled senders, TritonError codes,
-exceptions, unrequested outputs, is_ready, BLS (sync, async, decoupled), model control and custom metrics."""
+exceptions, unrequested outputs, is_ready, BLS (sync, async, decoupled), model control, custom metrics, and
+instance groups (one execute at a time per instance)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,40 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 pytestmark = pytest.mark.slow
 
 HEADER = "import json, threading, time\nimport numpy as np\nimport triton_python_backend_utils as pb_utils\n\n"
+
+# A model whose execute waits for the test's file go.<IN> (after writing entered.<IN>) and answers with the
+# number of executes running at once when it entered.
+GATE_IO = (
+    'input [{ name: "IN", data_type: TYPE_INT32, dims: [1] }]\n'
+    'output [{ name: "SEEN", data_type: TYPE_INT32, dims: [1] }]\n'
+)
+GATE = """
+from pathlib import Path
+
+class TritonPythonModel:
+    active = 0  # executes running now, over all of this model's instances
+    lock = threading.Lock()
+
+    def initialize(self, args):
+        self.name, self.folder = args["model_instance_name"], Path(args["model_repository"])
+        (self.folder / f"init.{self.name}").write_text(args["model_instance_kind"])
+
+    def execute(self, requests):
+        with self.lock:
+            TritonPythonModel.active += 1
+            seen = TritonPythonModel.active
+        key = int(pb_utils.get_input_tensor_by_name(requests[0], "IN").as_numpy()[0])
+        (self.folder / f"entered.{key}").write_text(self.name)
+        deadline = time.monotonic() + 30
+        while not (self.folder / f"go.{key}").exists() and time.monotonic() < deadline:  # the test's gate
+            time.sleep(0.005)
+        with self.lock:
+            TritonPythonModel.active -= 1
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("SEEN", np.array([seen], np.int32))])]
+
+    def finalize(self):
+        (self.folder / f"final.{self.name}").write_text("")
+"""
 
 MODELS: dict[str, tuple[str, str]] = {
     # name: (config.pbtxt, model.py body)
@@ -207,6 +242,12 @@ class TritonPythonModel:
     def execute(self, requests):
         return []
 """,
+    ),
+    "single": ('backend: "python"\n' + GATE_IO, GATE),  # no instance_group: one instance, as in Triton
+    "pair": (  # two groups, one of them KIND_GPU: two instances here, both on the CPU
+        'backend: "python"\n' + GATE_IO + "instance_group [{ kind: KIND_CPU }, "
+        '{ name: "gpus", kind: KIND_GPU, count: 1, gpus: [0] }]\n',
+        GATE,
     ),
 }
 
@@ -399,3 +440,52 @@ def test_a_decoupled_model_sees_is_cancelled_once_the_client_left(server: tuple[
     while not seen.exists() and time.monotonic() < deadline:  # the model's own thread writes it when it notices
         time.sleep(0.02)
     assert seen.exists()
+
+
+def _wait_for(path: Path, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return path.exists()
+
+
+def _gated(server: tuple[Server, int, int], model: str, keys: list[int]) -> list[Any]:
+    """Send one request per key to a gated model at once; its pending results."""
+    client = httpclient.InferenceServerClient(server[0].address, concurrency=len(keys))
+    return [client.async_infer(model, _inputs(httpclient, IN=np.array([key], np.int32))) for key in keys]
+
+
+def test_two_instances_each_initialized_run_two_executes_at_once_and_are_finalized(
+    server: tuple[Server, int, int], root: Path
+) -> None:
+    folder = root / "pair"
+    assert sorted(path.name for path in folder.glob("init.*")) == ["init.gpus_0", "init.pair_0_0"]
+    assert {path.read_text() for path in folder.glob("init.*")} == {"CPU"}  # KIND_GPU served on the CPU
+    pending = _gated(server, "pair", [1, 2])
+    assert _wait_for(folder / "entered.1") and _wait_for(folder / "entered.2")  # both run before either is let go
+    assert {(folder / f"entered.{key}").read_text() for key in (1, 2)} == {"gpus_0", "pair_0_0"}
+    for key in (1, 2):
+        (folder / f"go.{key}").write_text("")
+    assert sorted(int(result.get_result().as_numpy("SEEN")[0]) for result in pending) == [1, 2]
+    config = httpclient.InferenceServerClient(server[0].address).get_model_config("pair")
+    assert [(group["name"], group["count"]) for group in config["instance_group"]] == [("pair_0", 1), ("gpus", 1)]
+    grpcclient.InferenceServerClient(f"127.0.0.1:{server[1]}").unload_model("pair")
+    assert sorted(path.name for path in folder.glob("final.*")) == ["final.gpus_0", "final.pair_0_0"]
+
+
+def test_one_instance_runs_one_execute_at_a_time(server: tuple[Server, int, int], root: Path) -> None:
+    folder = root / "single"
+    assert sorted(path.name for path in folder.glob("init.*")) == ["init.single_0_0"]
+    pending = _gated(server, "single", [3, 4])
+    deadline = time.monotonic() + 10
+    while not any(folder.glob("entered.*")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    (first,) = [int(path.suffix[1:]) for path in folder.glob("entered.*")]
+    second = 7 - first
+    (folder / f"go.{second}").write_text("")  # were they run at once, the second would answer now
+    # A negative needs a window: 0.5 s is far more than the second request needs to reach execute (the
+    # two-instance test above shows it entering at once).
+    assert not _wait_for(folder / f"entered.{second}", timeout=0.5)
+    (folder / f"go.{first}").write_text("")
+    assert [int(result.get_result().as_numpy("SEEN")[0]) for result in pending] == [1, 1]
+    assert (folder / f"entered.{second}").read_text() == "single_0_0"

@@ -22,6 +22,7 @@ from .._declarations.errors import ModelError, ModelNotReady, OIPError
 from .._declarations.model import Model, Outputs
 from .batching import Batcher
 from .inline import InlineCalls
+from .lanes import Lanes
 from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
 from .streaming import AsyncSteps, Steps, SyncSteps
@@ -64,6 +65,11 @@ class ServedModel:
         self.takes_requests = model.takes_requests
         owner = getattr(model.predict, "__self__", None) if model.takes_requests else None
         self._ready_check: Callable[[], bool] | None = getattr(owner, "is_ready", None)
+        # Its instances (Triton's instance_group): each runs one execute at a time, so calls beyond their
+        # number wait here, on the loop, rather than hold a worker thread each.
+        self._instance_count: int | None = getattr(owner, "instance_count", None)
+        self._instance_slots: asyncio.Semaphore | None = None  # an async execute's
+        self._lanes = Lanes(pool, self._instance_count) if self._instance_count and not model.is_async else None
         self.pool = pool
         # A model file's library call: pure computation, which may run on the loop when cheaper than the hop.
         self.inline = InlineCalls() if getattr(model.predict, "computes_only", False) else None
@@ -252,20 +258,43 @@ class ServedModel:
 
     async def invoke_requests(self, requests: list[DecodedRequest], call: CallTimes) -> list[Any]:
         """One call of a model that takes requests: each request's outputs, or the error it gets."""
-        model = self.model
+        if self._lanes is not None:
+            try:
+                outcomes: list[Any] = await self._lanes.run(_timed_requests, self.model, requests, call)
+            except (Exception, SystemExit) as exc:
+                raised = exc.exception if isinstance(exc, Escaped) else exc
+                return [self.failure(raised)] * len(requests)
+            return outcomes
+        slots = self._instance_slots
+        if slots is None and self._instance_count is not None:
+            slots = self._instance_slots = asyncio.Semaphore(self._instance_count)
         try:
-            if model.is_async:
-                call.started = now()
-                try:
-                    outcomes: list[Any] = await model.predict(requests)  # type: ignore[call-arg,misc]
-                finally:
-                    call.ended = now()
+            if slots is None:
+                outcomes = await self._call_requests(requests, call)
             else:
-                outcomes = await self.pool.run(_timed_requests, model, requests, call)
+                await slots.acquire()
+                outcomes = await self._call_requests(requests, call, slots.release)
         except (Exception, SystemExit) as exc:
             raised = exc.exception if isinstance(exc, Escaped) else exc
             error = self.failure(raised)
             return [error] * len(requests)
+        return outcomes
+
+    async def _call_requests(
+        self, requests: list[DecodedRequest], call: CallTimes, done: Callable[[], None] | None = None
+    ) -> list[Any]:
+        """The model's call; `done` once an async one has ended (a sync one with instances runs in lanes)."""
+        model = self.model
+        if model.is_async:
+            call.started = now()
+            try:
+                outcomes: list[Any] = await model.predict(requests)  # type: ignore[call-arg,misc]
+            finally:
+                call.ended = now()
+                if done is not None:
+                    done()
+            return outcomes
+        outcomes = await self.pool.run(_timed_requests, model, requests, call)
         return outcomes
 
     def failure(self, raised: BaseException) -> ModelError:

@@ -1,8 +1,11 @@
 """A model.py's ``TritonPythonModel`` as a `Model`, run through the lifecycle Triton runs it through.
 
-``auto_complete_config`` (static) completes the config when the folder is read; ``initialize(args)``
-is the `Model`'s load, with Triton's seven string keys; ``finalize`` its unload; ``is_ready``, when
-defined, is consulted by readiness. ``execute`` takes a list of requests: the core hands it the
+``auto_complete_config`` (static) completes the config when the folder is read. The config's
+instance groups (instances.py) say how many objects of the class serve it: the `Model`'s load makes
+and ``initialize(args)``s each, with Triton's seven string keys and its own instance name; its unload
+``finalize``s each; ``is_ready``, when defined, is consulted by readiness. Each instance runs one
+``execute`` at a time: the core runs no more calls at once than `instance_count`, and each call takes
+a free instance and gives it back. ``execute`` takes a list of requests: the core hands it the
 requests a dynamic batch collected (not concatenated, as Triton), or one. A decoupled model answers
 through each request's response sender, from any thread, during or after ``execute``; here that
 stream is an async generator the core steps as it steps any decoupled model.
@@ -14,6 +17,7 @@ import asyncio
 import inspect
 import json
 import logging
+import queue
 import threading
 from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
@@ -26,6 +30,7 @@ from ..result import Result
 from . import host as _host
 from . import utils as pb_utils
 from .errors import answer_of
+from .instances import InstanceSpec, completed_groups, instance_specs
 
 logger = logging.getLogger("oip_asgi")
 
@@ -42,10 +47,15 @@ class TritonModel:
         self.folder = folder
         self.config = config
         self.host = host
-        self.instance_name = f"{name}_0_0"  # Triton's <model>_<group>_<index>, with its one CPU instance
+        self.specs = instance_specs(completed_groups(config, name), name)
+        self.instance_count = len(self.specs)  # the core runs at most this many calls at once
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         self.outputs = [tensor["name"] for tensor in config.get("output", [])]
-        self.instance: Any = None
+        self.config_json = json.dumps(config)  # (once: each initialize gets it)
+        self.version_number = int(version) if version.isdigit() else -1  # as request.model_version() answers
+        self.instances: list[Any] = []  # from load to unload
+        self._free: queue.SimpleQueue[tuple[Any, str]] = queue.SimpleQueue()  # each instance and its name
+        self._slots: asyncio.Semaphore | None = None  # a decoupled model's: its executes run on the loop's tasks
         if not callable(getattr(cls, "execute", None)):
             raise TypeError(f"model {name!r}: TritonPythonModel defines no execute(self, requests)")
         self.is_async = inspect.iscoroutinefunction(getattr(cls, "execute"))  # noqa: B009
@@ -60,50 +70,67 @@ class TritonModel:
     # The lifecycle
 
     def initialize(self) -> None:
+        """Make and initialize each instance; if one fails, those made are finalized and the load fails."""
         token = self._enter()
         try:
-            instance = self.cls()
-            initialize = getattr(instance, "initialize", None)
-            if initialize is not None:
-                result = initialize(self.args())
-                if inspect.iscoroutine(result):
-                    asyncio.run(result)  # (off the event loop: the load runs on a worker thread)
-            self.instance = instance
+            for spec in self.specs:
+                instance = self.cls()
+                initialize = getattr(instance, "initialize", None)
+                if initialize is not None:
+                    try:
+                        result = initialize(self.args(spec))
+                        if inspect.iscoroutine(result):
+                            asyncio.run(result)  # (off the event loop: the load runs on a worker thread)
+                    except BaseException:
+                        self.finalize()
+                        raise
+                self.instances.append(instance)
+                self._free.put((instance, spec.name))
         finally:
             self._leave(token)
 
-    def args(self) -> dict[str, str]:
+    def args(self, spec: InstanceSpec) -> dict[str, str]:
         """Triton's seven keys, every value a string."""
         return {
-            "model_config": json.dumps(self.config),
-            "model_instance_kind": "CPU",
-            "model_instance_name": self.instance_name,
-            "model_instance_device_id": "0",
+            "model_config": self.config_json,
+            "model_instance_kind": spec.kind,
+            "model_instance_name": spec.name,
+            "model_instance_device_id": str(spec.device_id),
             "model_repository": str(self.folder),
             "model_version": self.version,
             "model_name": self.name,
         }
 
     def finalize(self) -> None:
-        instance, self.instance = self.instance, None
-        finalize = getattr(instance, "finalize", None)
-        if finalize is None:
-            return
+        """Finalize each instance (the core unloads once no call runs); one that fails does not stop the others."""
+        instances, self.instances = self.instances, []
+        self._free = queue.SimpleQueue()
+        failed: BaseException | None = None
         token = self._enter()
         try:
-            result = finalize()
-            if inspect.iscoroutine(result):
-                asyncio.run(result)
+            for instance in instances:
+                finalize = getattr(instance, "finalize", None)
+                if finalize is None:
+                    continue
+                try:
+                    result = finalize()
+                    if inspect.iscoroutine(result):
+                        asyncio.run(result)
+                except Exception as exc:
+                    failed = failed or exc
         finally:
             self._leave(token)
+        if failed is not None:
+            raise failed
 
     def is_ready(self) -> bool:
-        check = getattr(self.instance, "is_ready", None)
-        if check is None:
+        """Ready when every instance that defines ``is_ready()`` says so."""
+        checks = [check for check in (getattr(instance, "is_ready", None) for instance in self.instances) if check]
+        if not checks:
             return True
         token = self._enter()
         try:
-            return bool(check())
+            return all(bool(check()) for check in checks)
         except Exception:
             logger.exception(
                 "model %r (version %s): is_ready() raised; it counts as not ready", self.name, self.version
@@ -114,27 +141,36 @@ class TritonModel:
 
     # Requests
 
-    def request(self, decoded: Any, sender: pb_utils.InferenceResponseSender | None) -> pb_utils.InferenceRequest:
-        """The core's request as ``execute`` gets it."""
-        inputs = [pb_utils.Tensor(name, array) for name, array in decoded.inputs.items()]
-        asked = decoded.outputs is not None
-        requested = [output.name for output in decoded.outputs] if asked else list(self.outputs)
-        request = pb_utils.InferenceRequest.served(
-            self.name, self.version, inputs, requested, decoded.id or "", dict(decoded.parameters), sender
-        )
-        request.asked = asked  # the client named its outputs: the others are dropped
-        return request
+    def request(self, decoded: Any, outlet: Any) -> pb_utils.InferenceRequest:
+        """The core's request as ``execute`` gets it; `outlet` takes what its sender sends."""
+        of = pb_utils.Tensor.of
+        inputs = [of(name, array) for name, array in decoded.inputs.items()]
+        outputs = decoded.outputs
+        requested = [output.name for output in outputs] if outputs is not None else list(self.outputs)
+        return pb_utils.InferenceRequest.served(
+            self.name, self.version_number, inputs, requested, decoded.id or "", decoded.parameters, outlet,
+            outputs is not None,  # the client named its outputs: the others are dropped
+        )  # fmt: skip
 
-    def failure(self, exc: BaseException) -> ModelError:
-        message = (
-            f"Failed to process the request(s) for model '{self.instance_name}', message: {type(exc).__name__}: {exc}"
-        )
+    def failure(self, exc: BaseException, instance: str) -> ModelError:
+        message = f"Failed to process the request(s) for model '{instance}', message: {type(exc).__name__}: {exc}"
         logger.error("%s", message, exc_info=(type(exc), exc, exc.__traceback__))
-        return ModelError(message, redacted=f"Failed to process the request(s) for model '{self.instance_name}'",
-                          logged=True)  # fmt: skip
+        return ModelError(message, redacted=f"Failed to process the request(s) for model '{instance}'", logged=True)
+
+    def _take(self) -> tuple[Any, str]:
+        """A free instance: there is one, as the core runs no more calls at once than there are instances."""
+        try:
+            return self._free.get_nowait()
+        except queue.Empty:
+            raise RuntimeError(
+                f"model {self.name!r}: more execute calls at once than its {self.instance_count} instance(s)"
+            ) from None
 
     def answers(self, requests: list[pb_utils.InferenceRequest], returned: Any, sent: list[_Sent]) -> list[Any]:
         """Each request's outputs (a `Result`) or the error it gets, from what ``execute`` returned."""
+        if returned.__class__ is list and len(returned) == len(requests):  # (as models do: checked first)
+            outcome = self.outcome
+            return [outcome(request, response) for request, response in zip(requests, returned, strict=True)]
         if returned is None:
             if all(outlet.response is not None for outlet in sent):  # each answered through its sender
                 return [self.outcome(request, outlet.response) for request, outlet in zip(requests, sent, strict=True)]
@@ -171,15 +207,16 @@ class TritonModel:
                 f"model '{self.name}': execute() returned a {type(response).__name__} for a request, "
                 "not a pb_utils.InferenceResponse"
             )
-        error = response.error()
+        # Read through the package's own fields rather than the model-facing methods: it runs per request.
+        error = response._error
         if error is not None:
             return answer_of(error.code(), error.message())
-        tensors = response.output_tensors()
+        tensors = response._tensors
         if request.asked:  # outputs the client did not ask for are dropped, as Triton drops them
-            wanted = set(request.requested_output_names())
-            tensors = [tensor for tensor in tensors if tensor.name() in wanted]
-        outputs = {tensor.name(): tensor.as_numpy() for tensor in tensors}
-        parameters = response.parameter_values()
+            wanted = request._requested
+            tensors = [tensor for tensor in tensors if tensor._name in wanted]
+        outputs = {tensor._name: tensor._array for tensor in tensors}
+        parameters = response._parameters
         return Result(outputs, parameters) if parameters else outputs
 
     # execute, as the core calls a model that takes requests
@@ -187,44 +224,42 @@ class TritonModel:
     def execute(self, decoded: list[Any]) -> list[Any]:
         """Sync ``execute`` on a worker thread: one outcome per request."""
         sent = [_Sent() for _ in decoded]
-        requests = [
-            self.request(one, pb_utils.InferenceResponseSender(outlet))
-            for one, outlet in zip(decoded, sent, strict=True)
-        ]
+        requests = [self.request(one, outlet) for one, outlet in zip(decoded, sent, strict=True)]
+        instance, name = self._take()
         token = self._enter()
         try:
-            returned = self.instance.execute(requests)
+            returned = instance.execute(requests)
         except OIPError as exc:
             return [exc] * len(decoded)
         except Exception as exc:
-            return [self.failure(exc)] * len(decoded)
+            return [self.failure(exc, name)] * len(decoded)
         finally:
             self._leave(token)
+            self._free.put((instance, name))
         return self.answers(requests, returned, sent)
 
     async def execute_async(self, decoded: list[Any]) -> list[Any]:
         """``async def execute``, awaited on the event loop."""
         sent = [_Sent() for _ in decoded]
-        requests = [
-            self.request(one, pb_utils.InferenceResponseSender(outlet))
-            for one, outlet in zip(decoded, sent, strict=True)
-        ]
+        requests = [self.request(one, outlet) for one, outlet in zip(decoded, sent, strict=True)]
+        instance, name = self._take()
         token = self._enter()
         try:
-            returned = await self.instance.execute(requests)
+            returned = await instance.execute(requests)
         except OIPError as exc:
             return [exc] * len(decoded)
         except Exception as exc:
-            return [self.failure(exc)] * len(decoded)
+            return [self.failure(exc, name)] * len(decoded)
         finally:
             self._leave(token)
+            self._free.put((instance, name))
         return self.answers(requests, returned, sent)
 
     async def stream(self, decoded: Any) -> AsyncGenerator[Any, None]:
         """A decoupled model's responses to one request, as they are sent (from any thread)."""
         loop = asyncio.get_running_loop()
         outlet = _Stream(loop)
-        request = self.request(decoded, pb_utils.InferenceResponseSender(outlet))
+        request = self.request(decoded, outlet)
         running = loop.create_task(self._run_decoupled(request, outlet))
         try:
             while True:
@@ -244,30 +279,23 @@ class TritonModel:
                 running.cancel()  # (a sync execute runs on: a thread cannot be stopped, it sees is_cancelled())
 
     async def _run_decoupled(self, request: pb_utils.InferenceRequest, outlet: _Stream) -> None:
-        def call() -> Any:
-            token = self._enter()
+        """``execute`` on a free instance, held until execute returns (its responses may come later, as Triton's)."""
+        if self._slots is None:  # (made on the loop that serves the model)
+            self._slots = asyncio.Semaphore(self.instance_count)
+        async with self._slots:
+            instance, name = self._take()
             try:
-                return self.instance.execute([request])
+                returned = await self._execute_decoupled(instance, request)
+            except asyncio.CancelledError:
+                raise
+            except OIPError as exc:
+                outlet.fail(exc)
+                return
+            except Exception as exc:
+                outlet.fail(self.failure(exc, name))
+                return
             finally:
-                self._leave(token)
-
-        try:
-            if self.is_async:
-                token = self._enter()
-                try:
-                    returned = await self.instance.execute([request])
-                finally:
-                    self._leave(token)
-            else:
-                returned = await anyio.to_thread.run_sync(call)
-        except asyncio.CancelledError:
-            raise
-        except OIPError as exc:
-            outlet.fail(exc)
-            return
-        except Exception as exc:
-            outlet.fail(self.failure(exc))
-            return
+                self._free.put((instance, name))
         if returned is not None:
             outlet.fail(
                 ModelError(
@@ -275,6 +303,22 @@ class TritonModel:
                     f"sender and returns None, but it returned a {type(returned).__name__}"
                 )
             )
+
+    async def _execute_decoupled(self, instance: Any, request: pb_utils.InferenceRequest) -> Any:
+        def call() -> Any:
+            token = self._enter()
+            try:
+                return instance.execute([request])
+            finally:
+                self._leave(token)
+
+        if not self.is_async:
+            return await anyio.to_thread.run_sync(call)
+        token = self._enter()
+        try:
+            return await instance.execute([request])
+        finally:
+            self._leave(token)
 
 
 # The core calls these with its requests (a list, or one for a stream) rather than keyword inputs.
@@ -284,6 +328,8 @@ for _method in (TritonModel.execute, TritonModel.execute_async, TritonModel.stre
 
 class _Sent:
     """A non-decoupled request's sender: it takes the one final response (Triton allows that)."""
+
+    __slots__ = ("cancelled", "response")
 
     def __init__(self) -> None:
         self.response: Any = None
@@ -329,7 +375,7 @@ def completed_config(cls: type, config: Mapping[str, Any], name: str, host: _hos
     base = {"name": name, "backend": "python", **config}
     auto_complete = getattr(cls, "auto_complete_config", None)
     if auto_complete is None:
-        return base
+        return base | {"instance_group": completed_groups(base, name)}
     token = _host.enter(host) if host is not None else None
     try:
         completed = auto_complete(pb_utils.ModelConfig(json.dumps(base)))
@@ -343,4 +389,5 @@ def completed_config(cls: type, config: Mapping[str, Any], name: str, host: _hos
         result.pop("input", None)
     if not result.get("output"):
         result.pop("output", None)
+    result["instance_group"] = completed_groups(result, name)
     return result

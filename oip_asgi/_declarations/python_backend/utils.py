@@ -204,10 +204,11 @@ class Tensor:
     __slots__ = ("_array", "_name")
 
     def __init__(self, name: str, data: Any, dtype: Any = None) -> None:
-        name = _text(name)
-        if not isinstance(name, str):
-            raise TypeError(f"a Tensor's name is a string, got {type(name).__name__}")
-        if not isinstance(data, np.ndarray):
+        if name.__class__ is not str:  # (the exact-type tests first: a model makes tensors on every request)
+            name = _text(name)
+            if not isinstance(name, str):
+                raise TypeError(f"a Tensor's name is a string, got {type(name).__name__}")
+        if data.__class__ is not np.ndarray and not isinstance(data, np.ndarray):
             if hasattr(data, "__dlpack__"):
                 raise TypeError(
                     f"Tensor {name!r} got a {type(data).__name__}; use Tensor.from_dlpack for DLPack objects"
@@ -215,10 +216,18 @@ class Tensor:
             raise TypeError(f"Tensor {name!r} takes a numpy array, got {type(data).__name__}")
         if dtype is not None:
             data = data.astype(dtype, copy=False)
-        if data.dtype.type == np.bytes_ or data.dtype.type == np.str_:
+        if data.dtype.kind in "SU":  # bytes_ or str_: BYTES, as Triton's object arrays of bytes
             data = data.astype(np.object_)
         self._name = name
         self._array: np.ndarray = data
+
+    @classmethod
+    def of(cls, name: str, array: np.ndarray) -> Tensor:
+        """A request's input as the core decoded it: a name and a numpy array, nothing to check."""
+        tensor = cls.__new__(cls)
+        tensor._name = name
+        tensor._array = array.astype(np.object_) if array.dtype.kind in "SU" else array
+        return tensor
 
     def name(self) -> str:
         return self._name
@@ -277,9 +286,9 @@ class InferenceResponse:
         error: TritonError | None = None,
         parameters: Mapping[str, Any] | str | None = None,
     ) -> None:
-        tensors = list(output_tensors or [])
+        tensors = list(output_tensors) if output_tensors else []
         for tensor in tensors:
-            if not isinstance(tensor, Tensor):
+            if tensor.__class__ is not Tensor and not isinstance(tensor, Tensor):
                 raise TypeError(f"output_tensors holds a {type(tensor).__name__}; use pb_utils.Tensor")
         if error is not None and not isinstance(error, TritonError):
             raise TypeError(f"error must be a pb_utils.TritonError, got {type(error).__name__}")
@@ -287,7 +296,7 @@ class InferenceResponse:
             parameters = json.loads(parameters) if parameters else {}
         self._tensors = tensors
         self._error = error
-        self._parameters = dict(parameters or {})
+        self._parameters = dict(parameters) if parameters else {}
 
     def output_tensors(self) -> list[Tensor]:
         return self._tensors
@@ -306,8 +315,8 @@ class InferenceResponse:
 
 
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
-    for tensor in inference_request.inputs():
-        if tensor.name() == name:
+    for tensor in inference_request._inputs:
+        if tensor._name == name:
             return tensor
     return None
 
@@ -385,26 +394,36 @@ class InferenceRequest:
         self._timeout = timeout
         self._parameters: dict[str, Any] = dict(parameters or {})
         self._sender: InferenceResponseSender | None = None
+        self._outlet: Any = None  # a served request's: its sender is made from it when the model asks for one
         self.asked = True  # a served request whose client named no outputs gets every output the model made
 
     @classmethod
     def served(
         cls,
         model_name: str,
-        model_version: str,
+        model_version: int,
         inputs: list[Tensor],
         requested: list[str],
         request_id: str,
         parameters: dict[str, Any],
-        sender: InferenceResponseSender | None,
+        outlet: Any,
+        asked: bool,
     ) -> InferenceRequest:
-        """A request a client sent to the model, as `execute` gets it."""
-        request = cls(
-            model_name=model_name, inputs=inputs, requested_output_names=requested, request_id=request_id,
-            parameters=parameters,
-        )  # fmt: skip
-        request._model_version = int(model_version) if model_version.isdigit() else -1
-        request._sender = sender
+        """A request a client sent to the model, as `execute` gets it: `model_version` as `model_version()`
+        answers (-1 for a version that is not a number), `outlet` its sender's sink, `asked` whether the
+        client named its outputs. Made without __init__'s checks: the core made and checked its parts."""
+        request = cls.__new__(cls)
+        request._model_name = model_name
+        request._model_version = model_version
+        request._inputs = inputs
+        request._requested = requested
+        request._request_id = request_id
+        request._correlation_id = 0
+        request._timeout = 0
+        request._parameters = parameters
+        request._sender = None
+        request._outlet = outlet
+        request.asked = asked
         return request
 
     def inputs(self) -> list[Tensor]:
@@ -438,11 +457,13 @@ class InferenceRequest:
         return None
 
     def is_cancelled(self) -> bool:
-        return self._sender is not None and self._sender.is_cancelled()
+        return self._outlet is not None and bool(self._outlet.cancelled)
 
     def get_response_sender(self) -> InferenceResponseSender:
         if self._sender is None:
-            raise TritonModelException("only a request the model received has a response sender, not a BLS request")
+            if self._outlet is None:
+                raise TritonModelException("only a request the model received has a response sender, not a BLS request")
+            self._sender = InferenceResponseSender(self._outlet)
         return self._sender
 
     def set_release_flags(self, flags: int) -> None:

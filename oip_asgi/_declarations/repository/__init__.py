@@ -23,7 +23,7 @@ from ..model_repository import ModelRepository
 from ..python_backend import PythonHost, completed_config, is_triton_source, provide_utils, triton_model
 from ..spec import TensorSpec
 from ..triton import DATATYPES_OF, backend_of, is_integer_version, tensor_json
-from ._config import ConfigError, checked_json, read_pbtxt, unacted
+from ._config import HONOURED, HONOURED_PYTHON_BACKEND, ConfigError, checked_json, read_pbtxt, unacted
 from ._modules import Modules, module_name, register, release
 from ._paths import PathError, folder_fingerprint, inside, is_model_name, model_folder, write_files
 from ._reshape import reshaped, reshapes
@@ -158,7 +158,7 @@ def _read(
         for number in numbers
     ]
     _check_decoupled(name, config or {}, versions)
-    ignored = unacted(config or {})
+    ignored = unacted(config or {}, HONOURED if triton is None else HONOURED_PYTHON_BACKEND)
     warnings = [f"config fields not acted on: {', '.join(ignored)}"] if ignored else []
     return DirectoryModel(name, versions, _completed(config, name, versions[-1]), warnings, modules)
 

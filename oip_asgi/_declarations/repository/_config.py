@@ -33,6 +33,11 @@ HONOURED: dict[str, Any] = {
     "dynamic_batching": {"max_queue_delay_microseconds": True},
     "model_transaction_policy": {"decoupled": True},
 }
+# A Triton Python model's instance groups are its instances (python_backend/instances.py).
+HONOURED_PYTHON_BACKEND: dict[str, Any] = {
+    **HONOURED,
+    "instance_group": {"name": True, "kind": True, "count": True, "gpus": True},
+}
 
 
 def _protobuf() -> tuple[Any, Any, Any]:
