@@ -3,6 +3,7 @@ client and curl against a real server, the FastAPI mount and the Lambda handler 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import io
@@ -95,6 +96,19 @@ def test_the_fastapi_recipe_serves_both_apis_over_the_same_models(mymodels: Path
 
 def test_the_lambda_recipe_answers_a_chat(mymodels: Path) -> None:
     pytest.importorskip("mangum")
+
+    # Mangum runs on the thread's event loop and makes one when there is none, which nothing closes: give it
+    # one this test closes (an unclosed loop's socket pair is a ResourceWarning in whichever test comes next).
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        _lambda_recipe_answers(mymodels)
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
+
+
+def _lambda_recipe_answers(mymodels: Path) -> None:
     from .test_lambda import http_api_event
 
     namespace: dict[str, Any] = {"__name__": "recipe"}
