@@ -10,8 +10,8 @@ and the names in ``oip_asgi``): an app from models or options, a mount point, an
 
 from __future__ import annotations
 
+from ._http.paths import checked_prefix, is_under, mounted_scope
 from ._rest.app import AppOptions, as_oip_app
-from ._rest.paths import checked_prefix, is_under, mounted_scope
 from ._rest.responses import render_error
 
 __all__ = ["AppOptions", "as_oip_app", "checked_prefix", "is_under", "mounted_scope", "render_error"]

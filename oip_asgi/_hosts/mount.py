@@ -9,8 +9,8 @@ from starlette.routing import Match, Mount
 from starlette.types import Scope
 
 from .._declarations.model import ModelsArgument
+from .._http.paths import mounted_paths
 from .._rest.app import AppOptions, OIPApp, as_oip_app
-from .._rest.paths import mounted_paths
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

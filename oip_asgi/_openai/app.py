@@ -21,9 +21,11 @@ from .._core.serving import ServedModel
 from .._core.statistics import RequestTimes
 from .._declarations.errors import ClientDisconnected, MethodNotAllowed
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
+from .._http.lifespan import serve_lifespan
+from .._http.paths import route_path
 from .errors import UnknownPath
 from .exchange import EmbeddingExchange, TextExchange, embedding_convention
-from .http import header, read_body, route_path, send_body, send_error
+from .http import header, read_body, send_body, send_error
 from .schemas import chat_decoder, completion_decoder, embedding_decoder, encoder
 from .texts import decoded
 
@@ -53,7 +55,7 @@ class OpenAIApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await serve_lifespan(self.core, receive, send)
             return
         if scope["type"] != "http":
             return
@@ -65,18 +67,6 @@ class OpenAIApp:
             error = self.core.answer(exc, f"{scope.get('method')} {scope.get('path')}")
             with contextlib.suppress(ClientDisconnected):
                 await send_error(send, error)
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        """As the protocol's app does, when this one is the root app: load at start, unload at the end."""
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                self.core.start_loading()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.core.close()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = route_path(scope)

@@ -15,11 +15,11 @@ counts), and may set ``finish_reason`` too. Otherwise ``finish_reason`` is ``len
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import uuid
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from starlette.types import Receive, Send
@@ -28,6 +28,7 @@ from .._core.inference import OutputTensor
 from .._core.request import DecodedRequest
 from .._core.serving import ServedModel
 from .._declarations.errors import ModelError, OIPError, quoted
+from .._http.disconnect import DisconnectWatch
 from .chat import render_chat
 from .conventions import EmbeddingModel, TextModel, embedding_model, text_model
 from .errors import InvalidField, UnsuitableModel, error_object
@@ -35,72 +36,42 @@ from .http import DONE, end_events, send_body, send_event, start_events
 from .schemas import ChatRequest, CompletionRequest, EmbeddingRequest, encoder
 from .texts import max_tokens_of, prompt_of, sampling_parameters
 
-# Each model's reading by a convention, once per served version: a reload serves a new ServedModel.
-_text_models: weakref.WeakKeyDictionary[ServedModel, TextModel | UnsuitableModel] = weakref.WeakKeyDictionary()
-_embedding_models: weakref.WeakKeyDictionary[ServedModel, EmbeddingModel | UnsuitableModel] = (
-    weakref.WeakKeyDictionary()
-)
+Convention = TypeVar("Convention", TextModel, EmbeddingModel)
 
 
-def text_convention(model: ServedModel) -> TextModel:
-    known = _text_models.get(model)
-    if known is None:
-        try:
-            known = text_model(model)
-        except UnsuitableModel as exc:
-            known = exc
-        _text_models[model] = known
-    if isinstance(known, UnsuitableModel):
-        raise UnsuitableModel(known.message)
-    return known
+class _Readings(Generic[Convention]):
+    """Each model's reading by one convention, once per served version: a reload serves a new ServedModel."""
+
+    def __init__(self, read: Callable[[ServedModel], Convention]) -> None:
+        self._read: Callable[[ServedModel], Convention] = read
+        self._known: weakref.WeakKeyDictionary[ServedModel, Convention | UnsuitableModel] = weakref.WeakKeyDictionary()
+
+    def __call__(self, model: ServedModel) -> Convention:
+        known = self._known.get(model)
+        if known is None:
+            try:
+                known = self._read(model)
+            except UnsuitableModel as exc:
+                known = exc
+            self._known[model] = known
+        if isinstance(known, UnsuitableModel):
+            raise UnsuitableModel(known.message)  # a new one each time: a raised exception keeps its traceback
+        return known
 
 
-def embedding_convention(model: ServedModel) -> EmbeddingModel:
-    known = _embedding_models.get(model)
-    if known is None:
-        try:
-            known = embedding_model(model)
-        except UnsuitableModel as exc:
-            known = exc
-        _embedding_models[model] = known
-    if isinstance(known, UnsuitableModel):
-        raise UnsuitableModel(known.message)
-    return known
+text_convention = _Readings(text_model)
+embedding_convention = _Readings(embedding_model)
 
 
-class _Watched:
-    """An exchange that, once its body is read, hears the client leave and cancels the request it answers."""
-
-    def __init__(self, receive: Receive, received: int) -> None:
-        self._receive = receive
-        self.received = received
-        self.left = False  # the client went away while it was answered
-        self.finished = False  # the answer's end was sent: a disconnect after it is the connection's end
-        self._watch: asyncio.Task[None] | None = None
-        self.sent = self.responses = 0
-
-    def watch(self) -> None:
-        self._watch = asyncio.get_running_loop().create_task(self._until_left(asyncio.current_task()))
-
-    async def _until_left(self, answering: asyncio.Task[Any] | None) -> None:
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
-        if answering is not None and not self.finished:
-            self.left = True
-            answering.cancel()
-
-    def stop_watching(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-
-
-class TextExchange(_Watched):
+class TextExchange(DisconnectWatch):
     """A completion (`chat` false) or chat completion request, for the core's streaming body."""
 
     def __init__(
         self, request: CompletionRequest | ChatRequest, send: Send, receive: Receive, *, received: int, created: int
     ) -> None:
-        super().__init__(receive, received)
+        super().__init__(receive)
+        self.received = received
+        self.sent = self.responses = 0
         self.request = request
         self.chat = isinstance(request, ChatRequest)
         self.endpoint = "/v1/chat/completions" if self.chat else "/v1/completions"

@@ -11,20 +11,11 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from .._declarations.errors import ClientDisconnected, OIPError, PayloadTooLarge, UnsupportedMediaType
+from .._http.events import EVENT_STREAM
 from .errors import error_body
 
 JSON = (b"content-type", b"application/json")
-EVENT_STREAM = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
 DONE = b"data: [DONE]\n\n"
-
-
-def route_path(scope: Scope) -> str:
-    """The path below the mount point, whether or not the server put root_path into scope["path"]."""
-    path: str = scope["path"]
-    root_path: str = scope.get("root_path", "")
-    if root_path and (path == root_path or path.startswith(root_path + "/")):
-        return path[len(root_path) :]
-    return path
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:

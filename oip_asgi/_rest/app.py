@@ -22,11 +22,13 @@ from .._core.unsupported import unsupported
 from .._declarations.errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, quoted
 from .._declarations.model import ModelsArgument
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
+from .._http.events import EVENT_STREAM as UTF8_EVENTS
+from .._http.lifespan import serve_lifespan
+from .._http.paths import route_path
 from .body import BodyReader
 from .generate import error_event
-from .generate_exchange import EVENT_STREAM_UTF8, GenerateExchange
+from .generate_exchange import GenerateExchange
 from .openapi import OpenAPI
-from .paths import route_path
 from .request import read_request
 from .responses import (
     EVENT_STREAM,
@@ -144,7 +146,7 @@ class OIPApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await serve_lifespan(self.core, receive, send)
             return
         if scope["type"] != "http":
             return  # websockets are not part of the protocol; refusing the handshake closes them
@@ -158,18 +160,6 @@ class OIPApp:
             error = self.core.answer(exc, f"{scope.get('method')} {scope.get('path')}")
             with contextlib.suppress(ClientDisconnected, SendFailed):
                 await send_error(send, error)
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                # The server binds its port once startup completes: loading goes on behind readiness.
-                self.core.start_loading()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.core.close()  # every version stops serving and runs its unload
-                await send({"type": "lifespan.shutdown.complete"})
-                return
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = route_path(scope)
@@ -301,7 +291,7 @@ class OIPApp:
             stream = exchange.stream
             if stream is None:
                 stream = ResponseStream(send)
-                await stream.start(error.status_code, [EVENT_STREAM_UTF8, *_raw_headers(error.headers)])
+                await stream.start(error.status_code, [UTF8_EVENTS[0], *_raw_headers(error.headers)])
             await stream.send(error_event(error.message))
             await stream.finish()
         finally:

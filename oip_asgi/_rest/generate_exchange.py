@@ -8,7 +8,6 @@ closes the model's generator.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from starlette.types import Receive, Send
@@ -17,29 +16,26 @@ from .._core.inference import OutputTensor
 from .._core.request import DecodedRequest
 from .._core.serving import ServedModel
 from .._declarations.errors import ModelError
+from .._http.disconnect import DisconnectWatch
+from .._http.events import EVENT_STREAM
 from .body import BodyReader
 from .generate import ONE_RESPONSE, generate_request, generate_response
 from .responses import JSON, ResponseStream, event, send_response
 
-EVENT_STREAM_UTF8 = (b"content-type", b"text/event-stream; charset=utf-8")
 
-
-class GenerateExchange:
+class GenerateExchange(DisconnectWatch):
     """What the core asks of the wire, for ``/generate`` (`streaming` false) and ``/generate_stream``."""
 
     endpoint = "HTTP end point"
 
     def __init__(self, reader: BodyReader, receive: Receive, send: Send, *, streaming: bool) -> None:
+        super().__init__(receive)
         self._reader = reader
-        self._receive = receive
         self._send = send
         self.streaming = streaming
         self.stream: ResponseStream | None = None  # once the answer has started
         self.decoded = False  # the request was read and checked: a failure from here on is the model's
-        self.left = False  # the client went away while it was answered
-        self.finished = False  # the answer's end was sent: a disconnect after it is the connection's end
         self._kept: bytes | None = None  # /generate: its one response, sent once the model has ended
-        self._watch: asyncio.Task[None] | None = None
         self.sent = self.responses = 0
 
     @property
@@ -50,19 +46,8 @@ class GenerateExchange:
         request = generate_request(await self._reader.read_rest(), model)
         self.decoded = True
         if self.streaming:  # the body is read: from here the client's next message is its leaving
-            self._watch = asyncio.get_running_loop().create_task(self._until_left(asyncio.current_task()))
+            self.watch()
         return request
-
-    async def _until_left(self, answering: asyncio.Task[Any] | None) -> None:
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
-        if answering is not None and not self.finished:
-            self.left = True
-            answering.cancel()
-
-    def stop_watching(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
 
     def encode(
         self,
@@ -82,7 +67,7 @@ class GenerateExchange:
     async def start(self) -> None:
         if self.streaming:
             self.stream = ResponseStream(self._send)
-            await self.stream.start(200, [EVENT_STREAM_UTF8, (b"cache-control", b"no-cache")])
+            await self.stream.start(200, EVENT_STREAM)
 
     async def send_next(self, response: bytes) -> None:
         if self.stream is None:  # /generate: kept until the end, which tells whether it was the only one

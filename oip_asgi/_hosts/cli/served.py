@@ -10,9 +10,9 @@ from typing import Any
 from starlette.types import Message, Receive, Scope, Send
 
 from ..._declarations.errors import NotFound
+from ..._http.paths import mounted_scope, route_path
 from ..._openai.app import OpenAIApp
 from ..._rest.app import OIPApp
-from ..._rest.paths import mounted_scope, route_path
 from ..._rest.responses import send_error
 from .metrics_server import metrics_server
 from .security import grpc_credentials

@@ -1,0 +1,20 @@
+"""The ASGI lifespan of an HTTP wire's app when it is the root app: load at startup, unload at shutdown."""
+
+from __future__ import annotations
+
+from starlette.types import Receive, Send
+
+from .._core.server import ServerCore
+
+
+async def serve_lifespan(core: ServerCore, receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            # The server binds its port once startup completes: loading goes on behind readiness.
+            core.start_loading()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await core.close()  # every version stops serving and runs its unload
+            await send({"type": "lifespan.shutdown.complete"})
+            return
