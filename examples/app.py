@@ -1,6 +1,7 @@
 """A FastAPI app with a route of its own and the example models served at /v2.
 
-Run it with ``uvicorn examples.app:app`` and try ``curl localhost:8000/v2``.
+Run it with ``uvicorn examples.app:app`` and try ``curl localhost:8000/v2``. The models load at
+startup and unload at shutdown, with the host's lifespan.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from fastapi.responses import HTMLResponse
 import oip_asgi
 from examples.models import models
 
-app = FastAPI(title="oip-asgi example")
+oip = oip_asgi.oip_app(models)
+app = FastAPI(title="oip-asgi example", lifespan=oip.lifespan)
 
 
 @app.get("/")
@@ -26,4 +28,4 @@ def protocol_docs() -> HTMLResponse:
     return get_swagger_ui_html(openapi_url="/v2/openapi.json", title="Open Inference Protocol")
 
 
-oip_asgi.mount(app, models, path="/v2")
+oip_asgi.mount(app, oip, path="/v2")

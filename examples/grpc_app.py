@@ -21,9 +21,10 @@ oip = oip_asgi.oip_app(models)
 
 @contextlib.asynccontextmanager
 async def lifespan(host: FastAPI) -> AsyncIterator[None]:
-    # The gRPC server runs in uvicorn's event loop, on the same models, and stops (gracefully) before it.
+    # The models load, then the gRPC server runs in uvicorn's event loop, on the same models. At shutdown
+    # it stops (gracefully) first, then the models unload, once for both wires.
     address = os.environ.get("OIP_GRPC_ADDRESS", "127.0.0.1:8001")
-    async with oip_asgi.grpc.serving(oip, address=address, health=True, reflection=True):
+    async with oip.lifespan(host), oip_asgi.grpc.serving(oip, address=address, health=True, reflection=True):
         yield
 
 

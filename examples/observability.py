@@ -14,8 +14,9 @@ from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 import oip_asgi
 from examples.models import models
 
-app = FastAPI()
-oip_asgi.mount(app, models, path="/v2", metrics=True, tracing=True, access_log=True)
+oip = oip_asgi.oip_app(models, metrics=True, tracing=True, access_log=True)
+app = FastAPI(lifespan=oip.lifespan)
+oip_asgi.mount(app, oip, path="/v2")
 
 
 # A route, not app.mount("/metrics", prometheus_client.make_asgi_app()): a mount answers GET /metrics

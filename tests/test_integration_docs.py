@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from oip_asgi import OIPApp
+from oip_asgi._core.server import ServerCore
 
 from ._servers import ROOT
 
@@ -75,18 +76,24 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
 
 
 @pytest.mark.anyio
-async def test_fastapi_recipe_loads_models_at_startup_and_serves_the_exact_prefix(
+async def test_fastapi_recipe_loads_models_at_startup_unloads_at_shutdown_and_serves_the_exact_prefix(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fastapi = pytest.importorskip("fastapi")
     loads: list[OIPApp] = []
-    original = OIPApp.load
+    closes: list[ServerCore] = []
+    original, original_close = OIPApp.load, ServerCore.close
 
     async def load(self: OIPApp) -> None:
         loads.append(self)
         await original(self)
 
+    async def close(self: ServerCore) -> None:
+        closes.append(self)
+        await original_close(self)
+
     monkeypatch.setattr(OIPApp, "load", load)
+    monkeypatch.setattr(ServerCore, "close", close)
     namespace: dict[str, Any] = {"__name__": "recipe"}
     exec(compile(recipes()["fastapi"], str(DOC), "exec"), namespace)
     app = namespace["app"]
@@ -100,3 +107,5 @@ async def test_fastapi_recipe_loads_models_at_startup_and_serves_the_exact_prefi
             assert response.status_code == 200
             assert response.json()["name"] == "oip-asgi"
             assert (await client.get("/v2/models/simple/ready")).json() == {"name": "simple", "ready": True}
+        assert closes == []
+    assert closes == [namespace["oip"].core]  # at shutdown, once

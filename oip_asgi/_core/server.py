@@ -13,11 +13,12 @@ lets the requests that hold it finish.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 import anyio
@@ -199,6 +200,7 @@ class ServerCore:
         self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
         self._tracer = tracer() if tracing else None
         self._loading: asyncio.Task[None] | None = None
+        self._hosts = 0  # the lifespans and gRPC servers serving the core now (`hosted`)
         self._announced: weakref.WeakSet[ServedModel] = weakref.WeakSet()  # the versions from code logged as loaded
         if metrics is not False:
             # prometheus_client is the `metrics` extra: imported only by the servers that ask for it.
@@ -233,6 +235,19 @@ class ServerCore:
         loop = asyncio.get_running_loop()
         if self._loading is None or self._loading.get_loop() is not loop:  # a task of a closed loop never ends
             self._loading = loop.create_task(self.load())
+
+    @contextlib.asynccontextmanager
+    async def hosted(self) -> AsyncIterator[None]:
+        """While a host serves the core (an ASGI lifespan, a host's lifespan, a gRPC server): the last of
+        them to leave closes it, so that hosts nested in one another (gRPC inside a host's lifespan, the
+        serve command's) run each model's ``unload`` once, after every one of them has stopped."""
+        self._hosts += 1
+        try:
+            yield
+        finally:
+            self._hosts -= 1
+            if self._hosts == 0:
+                await self.close()
 
     def shutdown(self) -> None:
         """Stop loading and polling, and the worker threads; the models' ``unload`` steps do not run (`close`)."""

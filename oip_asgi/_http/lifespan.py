@@ -8,13 +8,13 @@ from .._core.server import ServerCore
 
 
 async def serve_lifespan(core: ServerCore, receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            # The server binds its port once startup completes: loading goes on behind readiness.
-            core.start_loading()
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await core.close()  # every version stops serving and runs its unload
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+    message = await receive()
+    if message["type"] != "lifespan.startup":
+        return
+    async with core.hosted():  # leaving it, the last host out unloads every version (after its requests)
+        # The server binds its port once startup completes: loading goes on behind readiness.
+        core.start_loading()
+        await send({"type": "lifespan.startup.complete"})
+        while (await receive())["type"] != "lifespan.shutdown":
+            pass
+    await send({"type": "lifespan.shutdown.complete"})

@@ -6,8 +6,9 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -47,6 +48,8 @@ from .schemas import ModelControlRequest, RepositoryIndexRequest
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+logger = logging.getLogger("oip_asgi")
 
 DEFAULT_MAX_JSON_SIZE = 32 * 2**20
 
@@ -105,6 +108,7 @@ class OIPApp:
         self.core = ServerCore({} if models is None else models, **options)
         self.max_json_size = min(max_json_size, self.core.max_body_size)
         self._openapi = OpenAPI(self.core)
+        self._seen_router = False  # the first request under a Starlette router has looked at how it mounts us
         # The most frequent request first: each route is one regular expression to try.
         self.routes = [
             Route(_MODEL + r"/infer/?", {"POST": self._infer}, "inference"),
@@ -140,6 +144,58 @@ class OIPApp:
         """Load every model in the background: readiness answers at once, false until they have loaded."""
         self.core.start_loading()
 
+    @contextlib.asynccontextmanager
+    async def lifespan(self, host: object = None) -> AsyncIterator[None]:
+        """Start and stop with the host's lifespan: ``FastAPI(lifespan=oip.lifespan)``, or inside your own::
+
+            @contextlib.asynccontextmanager
+            async def lifespan(app):
+                async with oip.lifespan(app):
+                    yield
+
+        Entering loads every model (failures show in readiness) and makes a plain Starlette ``Mount`` of
+        this app in `host` answer its own path (``GET /v2``, which it would redirect). Leaving stops
+        serving: the requests in flight finish, then each model's ``unload`` (a Triton model's
+        ``finalize``) runs, once, after every host of the app (a gRPC server started inside) has stopped.
+        """
+        async with self.core.hosted():
+            if host is not None:
+                self._answer_own_path(host)
+            await self.load()
+            yield
+
+    def _answer_own_path(self, host: object) -> None:
+        from .._http.mounting import answer_own_path, unanswered  # Starlette's routing: only for its hosts
+
+        self._seen_router = True
+        for path in answer_own_path(host, self):
+            logger.debug("oip_asgi: the plain Mount at %s now answers GET %s itself (an OIPMount)", path, path)
+        for path in unanswered(host, self):
+            logger.warning(
+                "oip_asgi: the Mount at %s has middleware, and Starlette answers its GET %s with a 307 redirect that "
+                "protocol clients do not follow (tritonclient raises an empty InferenceServerException): mount with "
+                "oip_asgi.mount(app, oip, path=%r), and put the middleware around the OIPApp",
+                path,
+                path,
+                path,
+            )
+
+    def _first_under_router(self, router: object) -> None:
+        from .._http.mounting import answer_own_path
+
+        changed = answer_own_path(router, self)
+        for path in changed:
+            logger.warning(
+                "oip_asgi: mounted with a plain Starlette Mount at %s, which answers GET %s (server metadata) with a "
+                "307 redirect that protocol clients do not follow (tritonclient raises an empty "
+                "InferenceServerException); it answers now, since this first request. To answer from the start, "
+                "mount with oip_asgi.mount(app, oip, path=%r), or give the host lifespan=oip.lifespan",
+                path,
+                path,
+                path,
+            )
+        self._answer_own_path(router)  # and a mount it could not change says so
+
     @property
     def ready(self) -> bool:
         return self.core.ready
@@ -150,6 +206,8 @@ class OIPApp:
             return
         if scope["type"] != "http":
             return  # websockets are not part of the protocol; refusing the handshake closes them
+        if not self._seen_router and "router" in scope:  # mounted in Starlette, without our lifespan
+            self._first_under_router(scope["router"])
         try:
             await self._dispatch(scope, receive, send)
         except ClientDisconnected:

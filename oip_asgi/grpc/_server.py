@@ -146,18 +146,21 @@ async def serving(
                 yield
 
     Leaving stops the server gracefully: new calls are refused, calls in flight get `grace` seconds.
-    `options` are `server`'s.
+    Then, unless another host still serves the app (entered inside ``oip.lifespan(host)``, or the serve
+    command's), its models unload: each ``unload`` step, a Triton model's ``finalize``. `options` are `server`'s.
     """
     grpc_server = server(app, **options)
     port = bind(grpc_server, address, credentials)
-    await grpc_server.start()
-    show_unless_configured(logger)  # where it listens, as uvicorn says where it does
-    logger.info("oip-asgi gRPC running on %s%s", _bound(address, port), " (TLS)" if credentials else "")
-    core_of(app).start_loading()
-    try:
-        yield port
-    finally:
-        await grpc_server.stop(grace)
+    core = core_of(app)
+    async with core.hosted():  # the last host of the core to leave unloads its models, after this server stops
+        await grpc_server.start()
+        show_unless_configured(logger)  # where it listens, as uvicorn says where it does
+        logger.info("oip-asgi gRPC running on %s%s", _bound(address, port), " (TLS)" if credentials else "")
+        core.start_loading()
+        try:
+            yield port
+        finally:
+            await grpc_server.stop(grace)
 
 
 def _bound(address: str, port: int) -> str:
