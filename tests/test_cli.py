@@ -214,7 +214,12 @@ def test_usage_errors_exit_2(arguments: list[str], message: str) -> None:
 @pytest.mark.parametrize(
     ("option", "module", "message"),
     [
-        ("--grpc-port", "oip_asgi.grpc", "--grpc-port needs the gRPC half, which this installation lacks"),
+        (
+            "--grpc-port",
+            "grpc",
+            "--grpc-port needs grpcio, which the grpc extra brings: pip install -e '.[grpc]' in a clone of oip-asgi "
+            "(pip install 'oip-asgi[grpc]' once it is on PyPI)",
+        ),
         (
             "--metrics-port",
             "prometheus_client",
@@ -227,6 +232,8 @@ def test_an_option_without_its_extra_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], option: str, module: str, message: str
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # as if not installed: importing it raises ImportError
+    for imported in [name for name in sys.modules if name.startswith("oip_asgi.grpc.")]:
+        monkeypatch.delitem(sys.modules, imported)  # the modules that import grpcio, as if never imported
     monkeypatch.setattr(sys, "path", list(sys.path))  # the command adds --app-dir to it
     assert main(["serve", "examples.models:models", option, "8081"]) == 2
     assert message in capsys.readouterr().err

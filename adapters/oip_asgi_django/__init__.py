@@ -6,6 +6,9 @@ Under ASGI, :func:`mount` wraps ``get_asgi_application()``; under WSGI, :func:`m
 
 from __future__ import annotations
 
-from ._mount import OIPDispatcher, mount, mount_wsgi
+from oip_asgi.integration import needs_extra
+
+with needs_extra("django", "oip_asgi_django"):  # werkzeug, a2wsgi
+    from ._mount import OIPDispatcher, mount, mount_wsgi
 
 __all__ = ["OIPDispatcher", "mount", "mount_wsgi"]

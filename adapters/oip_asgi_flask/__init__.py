@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
-from ._extension import OIP
+from oip_asgi.integration import needs_extra
+
+with needs_extra("flask", "oip_asgi_flask"):  # flask, a2wsgi
+    from ._extension import OIP
 
 __all__ = ["OIP"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
-from ._handler import MAX_BODY_SIZE, OIPHandler, handler
+from oip_asgi.integration import needs_extra
+
+with needs_extra("lambda", "oip_asgi_lambda"):  # mangum
+    from ._handler import MAX_BODY_SIZE, OIPHandler, handler
 
 __all__ = ["MAX_BODY_SIZE", "OIPHandler", "handler"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._declarations.errors import BadRequest
+from .._declarations.extras import needs_extra
 from .._declarations.python_backend import remember
 from .checks import check_inputs
 from .request import DecodedRequest, RequestedOutput
@@ -209,7 +210,8 @@ class TritonHost:
 
     def metric_family(self, name: str, description: str, kind: str) -> Any:
         if self._families is None:
-            from .custom_metrics import CustomFamilies  # prometheus_client: the `metrics` extra
+            with needs_extra("metrics", "pb_utils.MetricFamily"):
+                from .custom_metrics import CustomFamilies  # prometheus_client
 
             self._families = CustomFamilies(self.registry)
         return self._families.family(name, description, kind)

@@ -150,6 +150,20 @@ def _unservable(target: str) -> str | None:
     return f"{target!r} is neither MODULE:ATTR (for example mymodels:models) nor a model file"
 
 
+# The distributions that install the packages an option's extra brings, where their names differ.
+_DISTRIBUTIONS = {"grpc": "grpcio", "google": "protobuf", "prometheus_client": "prometheus-client"}
+
+
+def _missing(module: str) -> str | None:
+    """What to install that importing `module` misses (the distribution's name), or None when it imports."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        package = (getattr(exc, "name", None) or module).partition(".")[0]
+        return _DISTRIBUTIONS.get(package, package)
+    return None
+
+
 def serve(args: argparse.Namespace) -> int:
     if not args.target and args.model_repository is None:
         _error("name what to serve: MODULE:ATTR, model files, or --model-repository DIR")
@@ -173,10 +187,10 @@ def serve(args: argparse.Namespace) -> int:
     sys.path.insert(0, os.path.abspath(args.app_dir))  # as uvicorn's --app-dir; spawned workers inherit it
     grpc_address = metrics = None
     if args.grpc_port is not None:
-        try:
-            importlib.import_module("oip_asgi.grpc")
-        except ImportError as exc:
-            _error(f"--grpc-port needs the gRPC half, which this installation lacks ({exc}): {install_line('grpc')}")
+        # `oip_asgi.grpc` itself imports no grpcio (its names load on first use): its server module does.
+        missing = _missing("oip_asgi.grpc._server")
+        if missing is not None:
+            _error(f"--grpc-port needs {missing}, which the grpc extra brings: {install_line('grpc')}")
             return USAGE
         grpc_address = f"[{args.host}]:{args.grpc_port}" if ":" in args.host else f"{args.host}:{args.grpc_port}"
     if args.metrics_port is not None:
