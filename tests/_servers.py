@@ -64,8 +64,9 @@ def serving(
     env: dict[str, str] | None = None,
     stop: signal.Signals = signal.SIGTERM,
     stop_timeout: float = 10,
+    cwd: Path = ROOT,
 ) -> Iterator[Server]:
-    """Run `python argv` from the repository root until the block ends; it must listen on 127.0.0.1:`port`.
+    """Run `python argv` from `cwd` (the repository root) until the block ends; it must listen on 127.0.0.1:`port`.
 
     The block starts once `ready_path` answers 200; a server that exits first, or takes longer than
     `timeout` seconds, is a RuntimeError carrying its output. `env` adds to its environment; `stop`
@@ -78,7 +79,7 @@ def serving(
             with _sigint_heard():
                 process = subprocess.Popen(
                     [sys.executable, *argv],
-                    cwd=ROOT,
+                    cwd=cwd,
                     env={**child_env(), **(env or {})},
                     stdout=sink,
                     stderr=subprocess.STDOUT,

@@ -8,13 +8,14 @@ import json
 import re
 import shlex
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from ._servers import HOST, ROOT, Server, free_port, serving
+from ._servers import HOST, ROOT, Server, child_env, free_port, serving
 
 pytest.importorskip("oip_asgi.grpc")
 pytestmark = pytest.mark.slow
@@ -58,21 +59,59 @@ def test_the_start_stream_recipe_prints_each_token(served: tuple[Server, int]) -
     assert output.getvalue().splitlines() == ["1 streams", "1 answer", "1 over", "1 time"]
 
 
-def test_the_lambda_web_adapter_recipe_streams_events(tmp_path: Path) -> None:
-    # Run the image's command as the Lambda Web Adapter runs it: on AWS_LWA_PORT, ready at its check path.
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recipe's RUN line, its build context the source tree: what it installs, in a fresh target folder.
+
+    No Docker engine runs here: pip installs the same requirement from the same source, without the
+    dependencies this environment already has (--no-deps), with the hatchling it has (offline)."""
+    lines = RECIPES["lambda-web-adapter"].splitlines()
+    (copy,) = [line for line in lines if line.startswith("COPY . ")]
+    context = shlex.split(copy)[2]  # where the build context (the clone's root) goes in the image
+    (run,) = [line for line in lines if line.startswith("RUN ")]
+    install = shlex.split(run.removeprefix("RUN ").split("&&")[0])
+    assert install[:2] == ["pip", "install"] and install[-1].startswith(context + "["), install
+    target = tmp_path_factory.mktemp("image") / "site-packages"
+    requirement = str(ROOT) + install[-1].removeprefix(context)
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target"]
+    subprocess.run([*pip, str(target), *install[2:-1], requirement], check=True, capture_output=True, timeout=300)
+    (metadata,) = target.glob("oip_asgi-*.dist-info/METADATA")
+    extras = re.search(r"\[(.*)\]$", requirement)
+    assert extras is not None
+    provided = re.findall(r"^Provides-Extra: (\S+)$", metadata.read_text(), re.MULTILINE)
+    assert set(extras[1].split(",")) <= set(provided)
+    # The command needs uvicorn, which the serve extra brings: without it `oip-asgi serve` exits 2.
+    assert re.search(r"^Requires-Dist: uvicorn.*extra == ['\"]serve['\"]", metadata.read_text(), re.MULTILINE)
+    assert "serve" in extras[1].split(",")
+    return target
+
+
+def test_the_lambda_web_adapter_recipes_cmd_streams_events_from_what_its_run_line_installed(
+    tmp_path: Path, installed: Path
+) -> None:
+    # Run the image's command as the Lambda Web Adapter runs it: on AWS_LWA_PORT, ready at its check path,
+    # from WORKDIR holding mymodels.py, with oip-asgi as the RUN line installed it (not this checkout).
     recipe = RECIPES["lambda-web-adapter"]
     (env_line,) = [line for line in recipe.splitlines() if line.startswith("ENV ")]
     env = dict(item.split("=", 1) for item in shlex.split(env_line)[1:])
     assert env["AWS_LWA_INVOKE_MODE"] == "response_stream"
     (cmd_line,) = [line for line in recipe.splitlines() if line.startswith("CMD ")]
     command = json.loads(cmd_line.removeprefix("CMD "))
+    assert command[:2] == ["oip-asgi", "serve"]
     assert command[command.index("--port") + 1] == env["AWS_LWA_PORT"]
-    (tmp_path / "mymodels.py").write_text(RECIPES["models"])
+    workdir = tmp_path / "srv"
+    workdir.mkdir()
+    (workdir / "mymodels.py").write_text(RECIPES["models"])
+    image = {**env, "PYTHONPATH": str(installed)}  # the image's Python: the installed package, not the tree
+    probe = [sys.executable, "-c", "import oip_asgi; print(oip_asgi.__file__)"]
+    where = subprocess.run(probe, cwd=workdir, env={**child_env(), **image}, capture_output=True, text=True, check=True)
+    assert Path(where.stdout.strip()).is_relative_to(installed)
     port = free_port()  # the adapter's port, free here: the tests may run beside something on 8080
     command[command.index("--port") + 1] = str(port)
     command[command.index("--host") + 1] = HOST
-    argv = ["-m", "oip_asgi", *command[1:], "--app-dir", str(tmp_path)]
-    with serving(argv, port, ready_path=env["AWS_LWA_READINESS_CHECK_PATH"], env={**env, "AWS_LWA_PORT": str(port)}):
+    argv = [str(installed / "bin" / command[0]), *command[1:]]  # the console script pip wrote
+    ready = env["AWS_LWA_READINESS_CHECK_PATH"]
+    with serving(argv, port, ready_path=ready, env={**image, "AWS_LWA_PORT": str(port)}, cwd=workdir):
         url = f"http://{HOST}:{port}/v2/models/countdown/generate_stream"
         with httpx.stream("POST", url, json={"start": 3}, timeout=30) as response:
             assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
