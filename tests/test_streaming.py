@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -338,3 +339,104 @@ async def test_a_traced_stream_is_one_span_with_its_responses() -> None:
     (span,) = exporter.get_finished_spans()
     assert span.name == "oip.model m"
     assert dict(span.attributes or {}) == {"oip.model.name": "m", "oip.model.version": "1", "oip.responses": 3}
+
+
+# -- Cancellation, as docs/streaming.md says it arrives (issue 35) -----------------------------------------
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "streaming.md"
+N = [TensorSpec("n", "INT64", [1])]
+INDEX = [TensorSpec("index", "INT64", [1])]
+
+
+async def leave_stream(app: Any, model: str, body: bytes, moment: str, leave: asyncio.Event | None = None) -> None:
+    """A /generate_stream client that leaves once `leave` is set (by default: once the first event was sent).
+
+    "at its yield": it never finishes taking the first event, so the value the model yielded waits to be
+    sent when it leaves; "computing": it takes every event at once, so the model is computing its next one.
+    """
+    first_event = asyncio.Event()
+    body_sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal body_sent
+        if not body_sent:
+            body_sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await (leave or first_event).wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message.get("more_body") and message.get("body"):
+            first_event.set()
+            if moment == "at its yield":
+                await asyncio.Event().wait()  # a client that reads no more
+
+    scope = {"type": "http", "method": "POST", "path": f"/models/{model}/generate_stream", "root_path": "",
+             "query_string": b"", "headers": []}  # fmt: skip
+    await app(scope, receive, send)
+
+
+async def closed(app: Any) -> None:
+    """Once a sync generator's close (queued on the one worker thread) has run."""
+    await app.core.pool.run(lambda: None)
+
+
+@pytest.mark.parametrize("moment", ["computing", "at its yield"])
+async def test_a_client_that_leaves_an_async_generator_sends_cancelled_error_at_its_await_or_generator_exit_at_yield(
+    moment: str,
+) -> None:
+    arrived: list[str] = []
+    freed: list[str] = []
+    waiting = asyncio.Event()
+
+    async def counts(n: np.ndarray) -> AsyncIterator[np.ndarray]:
+        try:
+            for index in range(int(n[0])):
+                if index:
+                    waiting.set()
+                    await asyncio.Event().wait()  # the work between values, which never ends here
+                yield np.array([index], dtype=np.int64)
+        except BaseException as exc:
+            arrived.append(type(exc).__name__)
+            raise
+        finally:
+            freed.append("freed")
+
+    app = oip_app({"m": Model(counts, inputs=N, outputs=INDEX)})
+    await leave_stream(app, "m", b'{"n": [5]}', moment, leave=waiting if moment == "computing" else None)
+    assert arrived == (["CancelledError"] if moment == "computing" else ["GeneratorExit"])
+    assert freed == ["freed"]
+    assert app.core.served.get("m").in_flight == 0
+
+
+async def test_a_client_that_leaves_a_sync_generator_sends_generator_exit_at_its_yield() -> None:
+    arrived: list[str] = []
+
+    def counts(n: np.ndarray) -> Iterator[np.ndarray]:
+        try:
+            for index in range(int(n[0])):
+                yield np.array([index], dtype=np.int64)
+        except BaseException as exc:
+            arrived.append(type(exc).__name__)
+            raise
+
+    app = oip_app({"m": Model(counts, inputs=N, outputs=INDEX)}, max_threads=1)
+    await leave_stream(app, "m", b'{"n": [5]}', "at its yield")
+    await closed(app)
+    assert arrived == ["GeneratorExit"]
+
+
+@pytest.mark.parametrize(
+    ("model", "moment"),
+    [("ticks", "at its yield"), ("ticks_async", "computing"), ("ticks_async", "at its yield")],
+)
+async def test_the_documented_cancellation_form_frees_for_both_kinds(model: str, moment: str) -> None:
+    (recipe,) = re.findall(r"<!-- recipe: cancellation -->\n```python\n(.*?)```", DOC.read_text(), re.DOTALL)
+    namespace: dict[str, Any] = {"__name__": "recipe"}
+    exec(compile(recipe, "docs/streaming.md (cancellation)", "exec"), namespace)
+    app = oip_app({model: Model(namespace[model], inputs=N, outputs=INDEX)}, max_threads=1)
+    # "computing": the first event taken, the async generator is in its sleep before the next when the client
+    # leaves (the disconnect is read once the loop runs the watch, before any timer can end).
+    await leave_stream(app, model, b'{"n": [1000]}', moment)
+    await closed(app)
+    assert namespace["held"] == []
