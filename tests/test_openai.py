@@ -247,3 +247,106 @@ def test_the_app_is_the_root_app_too() -> None:
 
     asyncio.run(run())
     assert events == ["load", "unload"]
+
+
+# -- What the server does not do is refused by name (issue 35) -----------------------------------------------
+
+CHAT = {"model": "echo", "messages": [{"role": "user", "content": "x"}]}
+TOOL = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}}}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("tools", [TOOL], "tools are not served: the model answers text, never a tool call"),
+        ("tool_choice", "required", "tool_choice 'required' is not served"),
+        ("tool_choice", {"type": "function", "function": {"name": "weather"}}, "tool_choice {'type': 'function'"),
+        ("parallel_tool_calls", True, "parallel_tool_calls is not served"),
+        ("functions", [TOOL["function"]], "functions are not served"),
+        ("function_call", "auto", "function_call 'auto' is not served"),
+        ("logit_bias", {"50256": -100}, "logit_bias is not served"),
+        ("response_format", {"type": "json_object"}, "response_format {'type': 'json_object'} is not served"),
+        ("modalities", ["text", "audio"], "modalities ['text', 'audio'] are not served"),
+        ("audio", {"voice": "alloy", "format": "wav"}, "audio is not served"),
+        ("prediction", {"type": "content", "content": "x"}, "prediction (predicted outputs) is not served"),
+        ("web_search_options", {}, "web_search_options is not served"),
+        ("top_logprobs", 2, "top_logprobs is not available"),
+        ("n", 2, "n must be 1 (one choice per request), got 2"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+async def test_a_chat_field_not_served_is_an_openai_400_naming_it(
+    client: httpx.AsyncClient, field: str, value: Any, words: str
+) -> None:
+    found = error(await client.post("/chat/completions", json={**CHAT, field: value}), 400)
+    assert (found["param"], found["type"], found["code"]) == (field, "invalid_request_error", None)
+    assert words in found["message"]
+
+
+async def test_logit_bias_is_refused_on_completions_too(client: httpx.AsyncClient) -> None:
+    body = {"model": "echo", "prompt": "x", "logit_bias": {"50256": -100}}
+    assert error(await client.post("/completions", json=body), 400)["param"] == "logit_bias"
+
+
+@pytest.mark.parametrize(
+    "asks_nothing",
+    [
+        {"tools": []},
+        {"tool_choice": "none"},
+        {"function_call": "none"},
+        {"logit_bias": {}},
+        {"response_format": {"type": "text"}},
+        {"modalities": ["text"]},
+        {"n": 1},
+        {"top_logprobs": 0},
+        {"store": False, "metadata": {"a": "b"}, "service_tier": "auto"},  # about the request, not the answer
+    ],
+    ids=lambda value: ",".join(value),
+)
+async def test_the_values_that_ask_for_nothing_more_are_served(client: httpx.AsyncClient, asks_nothing: Any) -> None:
+    answer = await client.post("/chat/completions", json={**CHAT, **asks_nothing})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choices"][0]["message"]["content"] == "x"
+
+
+@pytest.mark.parametrize("role", ["wizard", "User", ""])
+async def test_a_role_openai_does_not_have_is_refused(client: httpx.AsyncClient, role: str) -> None:
+    messages = [{"role": "system", "content": "s"}, {"role": role, "content": "x"}]
+    found = error(await client.post("/chat/completions", json={"model": "echo", "messages": messages}), 400)
+    assert found["param"] == "messages[1].role"
+    assert f"messages[1].role is '{role}'" in found["message"]
+    assert "system, developer, user, assistant, tool, function" in found["message"]
+
+
+@pytest.mark.parametrize("role", ["system", "developer", "user", "assistant", "tool", "function"])
+async def test_each_openai_role_is_taken(client: httpx.AsyncClient, role: str) -> None:
+    messages = [{"role": role, "content": "a"}, {"role": "user", "content": "x"}]
+    assert (await client.post("/chat/completions", json={"model": "echo", "messages": messages})).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/completions", {"model": "nope", "prompt": "x"}),
+        ("POST", "/chat/completions", {"model": "nope", "messages": [{"role": "user", "content": "x"}]}),
+        ("POST", "/embeddings", {"model": "nope", "input": "x"}),
+        ("GET", "/models/nope", None),
+    ],
+    ids=lambda value: value if isinstance(value, str) and value.startswith("/") else None,
+)
+async def test_an_unknown_model_is_openais_model_not_found_listing_the_served_ones(
+    client: httpx.AsyncClient, method: str, path: str, body: Any
+) -> None:
+    found = error(await client.request(method, path, json=body), 404)
+    assert (found["type"], found["param"], found["code"]) == ("invalid_request_error", "model", "model_not_found")
+    served = ", ".join(MODELS)
+    assert found["message"] == f"The model 'nope' does not exist (served: {served})"
+
+
+async def test_every_field_not_served_is_declared_where_its_requests_decode_it() -> None:
+    import msgspec
+
+    from oip_asgi._openai.refusals import NOT_SERVED
+
+    for field, rule in NOT_SERVED.items():
+        assert field in {f.name for f in msgspec.structs.fields(rule.request)}, field

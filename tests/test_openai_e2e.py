@@ -173,7 +173,20 @@ def test_an_unknown_model_is_a_not_found_error_on_every_endpoint(client: openai.
     for call in calls:
         with pytest.raises(openai.NotFoundError) as raised:
             call()
-        assert "'nope'" in raised.value.message and raised.value.code == "model_not_found"
+        assert "The model 'nope' does not exist (served: echo, " in raised.value.message
+        assert raised.value.code == "model_not_found" and raised.value.param == "model"
+
+
+def test_a_tool_calling_client_is_told_tools_are_not_served_not_answered_plain_text(client: openai.OpenAI) -> None:
+    tool = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}}}
+    messages = [{"role": "user", "content": "weather?"}]
+    for asked in ({"tools": [tool]}, {"logit_bias": {"1": 5}}):
+        with pytest.raises(openai.BadRequestError) as raised:
+            client.chat.completions.create(model="echo", messages=messages, **asked)  # type: ignore[arg-type]
+        assert raised.value.param == next(iter(asked)) and "not served" in raised.value.message
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model="echo", messages=[{"role": "wizard", "content": "x"}])  # type: ignore[list-item]
+    assert raised.value.param == "messages[0].role"
 
 
 def test_a_bad_body_is_a_bad_request_error_naming_the_field(client: openai.OpenAI) -> None:

@@ -91,6 +91,10 @@ class ServedModels:
     def __contains__(self, name: str) -> bool:
         return name in self._versions
 
+    def unknown(self, name: str) -> bool:
+        """Whether `name` is no model here at all: not served, with no record, and none a repository could load."""
+        return name not in self._versions and name not in self._not_served and not self.loadable(name)
+
     def not_served(self, name: str) -> NotServed | None:
         """Why `name` serves nothing, if it has a record of it."""
         return self._not_served.get(name)

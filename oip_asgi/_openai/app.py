@@ -19,11 +19,11 @@ from starlette.types import Receive, Scope, Send
 from .._core.server import Exchange, HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
 from .._core.statistics import RequestTimes
-from .._declarations.errors import ClientDisconnected, MethodNotAllowed
+from .._declarations.errors import ClientDisconnected, MethodNotAllowed, NotFound
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .._http.lifespan import serve_lifespan
 from .._http.paths import route_path
-from .errors import UnknownPath
+from .errors import UnknownModel, UnknownPath
 from .exchange import EmbeddingExchange, TextExchange, embedding_convention
 from .http import header, read_body, send_body, send_error
 from .schemas import chat_decoder, completion_decoder, embedding_decoder, encoder
@@ -95,8 +95,17 @@ class OpenAIApp:
         await send_body(send, 200, encoder.encode({"object": "list", "data": data}))
 
     async def _model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        model = await self.core.model(match.group("id"))
+        try:
+            model = await self.core.model(match.group("id"))
+        except NotFound as exc:
+            raise self._not_found(exc, match.group("id")) from None
         await send_body(send, 200, encoder.encode(self._entry(model.name)))
+
+    def _not_found(self, error: NotFound, name: str) -> NotFound:
+        """An unknown model in OpenAI's words (`code` "model_not_found"), with the models served; the core's
+        own NotFound for a model known but not served now (a repository's, unloaded), which says why."""
+        served = self.core.served
+        return UnknownModel(name, served.names()) if served.unknown(name) else error
 
     def _entry(self, name: str) -> dict[str, Any]:
         return {"id": name, "object": "model", "created": self.created, "owned_by": self.core.server_metadata.name}
@@ -124,6 +133,8 @@ class OpenAIApp:
             raise
         except Exception as exc:
             if not exchange.started:
+                if isinstance(exc, NotFound):
+                    raise self._not_found(exc, request.model) from None
                 raise  # nothing sent yet: the error object with its status
             error = core.answer(exc, f"POST {scope.get('path')}")
             await exchange.error(error)
@@ -134,7 +145,10 @@ class OpenAIApp:
         body = await read_body(scope, receive, self.max_body_size)
         request = decoded(embedding_decoder, body)
         exchange = EmbeddingExchange(request, send, received=len(body))
-        await self.core.infer(request.model, None, exchange, self._embedding)
+        try:
+            await self.core.infer(request.model, None, exchange, self._embedding)
+        except NotFound as exc:
+            raise self._not_found(exc, request.model) from None
 
     async def _embedding(self, model: ServedModel, exchange: Exchange[bytes], times: RequestTimes) -> bytes:
         """The unary body, for a model of the embedding convention only: one that is not says what it lacks

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("oip_asgi")
 
+# OpenAI's message roles; a chat template reads only these (a message of another would be lost, or misread).
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
 DEFAULT_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}"
@@ -59,6 +62,11 @@ def messages_of(messages: Sequence[Message]) -> list[dict[str, Any]]:
         raise InvalidField("messages must hold at least one message", param="messages")
     rendered: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
+        if message.role not in ROLES:
+            raise InvalidField(
+                f"messages[{index}].role is {quoted(message.role)}; a message's role is one of {', '.join(ROLES)}",
+                param=f"messages[{index}].role",
+            )
         content = message.content
         if isinstance(content, list):
             for part, piece in enumerate(content):

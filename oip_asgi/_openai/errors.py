@@ -3,7 +3,7 @@ client maps to its exceptions (400 BadRequestError, 404 NotFoundError, 500 Inter
 
 from __future__ import annotations
 
-from .._declarations.errors import BadRequest, NotFound, OIPError
+from .._declarations.errors import BadRequest, NotFound, OIPError, quoted
 from .schemas import encoder
 
 # OpenAI's `type` by status: the client reads the status, people read the type.
@@ -27,6 +27,17 @@ class UnsuitableModel(BadRequest):
 
 class UnknownPath(NotFound):
     code = None
+
+
+class UnknownModel(NotFound):
+    """A model name that is no model here, in OpenAI's words, with the models that are."""
+
+    param = "model"
+    code = "model_not_found"
+
+    def __init__(self, name: str, served: list[str], most: int = 20) -> None:
+        listed = ", ".join(served[:most]) + (f" and {len(served) - most} more" if len(served) > most else "")
+        super().__init__(f"The model {quoted(name)} does not exist (served: {listed or 'none'})")
 
 
 def error_type(status: int) -> str:

@@ -1,8 +1,9 @@
 """The OpenAI API's request bodies as msgspec Structs, decoded once per request; unknown fields are tolerated.
 
 Each decoder is built once. msgspec's errors name the field by its JSON path (``$.messages[0].role``),
-which the 400 passes on. Only the fields this server honours are declared; a field it knows and cannot
-honour (``n`` above 1, ``echo``, ``logprobs``, ``best_of``) is refused by name in `checks`.
+which the 400 passes on. Declared are the fields this server honours and those it knows and cannot
+honour (``tools``, ``logit_bias``, ``n`` above 1, ...), which `refusals.NOT_SERVED` refuses by name;
+any other field is tolerated.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Sampling(msgspec.Struct, frozen=True, kw_only=True):
     stream: bool = False
     stream_options: StreamOptions | None = None
     logprobs: Any = None
+    logit_bias: Any = None  # refused (refusals.py)
     user: str | None = None
 
 
@@ -61,6 +63,17 @@ class ChatRequest(Sampling, frozen=True, kw_only=True):
     messages: list[Message]
     max_completion_tokens: int | None = None
     top_logprobs: int | None = None
+    # Known, not served: refused when they ask for something (refusals.py).
+    tools: Any = None
+    tool_choice: Any = None
+    parallel_tool_calls: Any = None
+    functions: Any = None
+    function_call: Any = None
+    response_format: Any = None
+    modalities: Any = None
+    audio: Any = None
+    prediction: Any = None
+    web_search_options: Any = None
 
 
 class EmbeddingRequest(msgspec.Struct, frozen=True, kw_only=True):

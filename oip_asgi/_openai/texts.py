@@ -1,7 +1,6 @@
 """What an OpenAI request asks of an LLM-convention model: its prompt, its sampling parameters, checked.
 
-The fields the server knows and cannot honour are refused by name rather than ignored: ``n`` other
-than 1, ``best_of`` above 1, ``echo``, ``logprobs``, ``suffix``, ``top_logprobs``.
+The fields the server knows and cannot honour are refused by name rather than ignored (`refusals`).
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from typing import Any
 import msgspec
 
 from .errors import InvalidField
+from .refusals import refuse_not_served
 from .schemas import ChatRequest, CompletionRequest, Sampling
 
 _PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
@@ -53,7 +53,7 @@ def max_tokens_of(request: Sampling) -> int | None:
 
 def sampling_parameters(request: Sampling) -> dict[str, Any]:
     """The model's ``sampling_parameters``: the sampling fields the request sets, checked."""
-    _refuse_unsupported(request)
+    refuse_not_served(request)
     max_tokens = max_tokens_of(request)
     if max_tokens is not None and max_tokens < 1:
         raise InvalidField(f"max_tokens must be at least 1, got {max_tokens}", param="max_tokens")
@@ -73,23 +73,3 @@ def sampling_parameters(request: Sampling) -> dict[str, Any]:
         if value is not None:
             sampling[key] = value
     return sampling
-
-
-def _refuse_unsupported(request: Sampling) -> None:
-    if request.n not in (None, 1):
-        raise InvalidField(f"n must be 1 (one choice per request), got {request.n}", param="n")
-    if request.logprobs not in (None, False, 0):
-        raise InvalidField(
-            "logprobs are not available: the model gives text, not token probabilities", param="logprobs"
-        )
-    if isinstance(request, CompletionRequest):
-        if request.echo:
-            raise InvalidField("echo is not supported: the answer never repeats the prompt", param="echo")
-        if request.best_of not in (None, 1):
-            raise InvalidField(f"best_of must be 1, got {request.best_of}", param="best_of")
-        if request.suffix:
-            raise InvalidField("suffix is not supported", param="suffix")
-    if isinstance(request, ChatRequest) and request.top_logprobs:
-        raise InvalidField(
-            "top_logprobs is not available: the model gives text, not token probabilities", param="top_logprobs"
-        )
