@@ -39,7 +39,7 @@ from .._declarations.spec import TensorSpec
 from .._version import __version__
 from . import heap, life
 from .inference import OutputTensor, model_outputs
-from .logs import show_unless_configured
+from .logs import follow_the_host, show_unless_configured
 from .metadata import ModelMetadata, ServerMetadata, TensorMetadata
 from .model_config import model_config
 from .request import DecodedRequest
@@ -176,6 +176,7 @@ class ServerCore:
         self.freeze_heap = freeze_heap
         self._heap = heap.Settler()
         self.access_log = access_log
+        follow_the_host()  # the server's own lines (loads, errors) where the host's are, at its level
         if access_log:
             show_unless_configured(access_logger)  # plain uvicorn gives no handler that would print its lines
         # A model repository's models come and go; the models given here stay as they are.
@@ -215,6 +216,7 @@ class ServerCore:
 
     async def load(self) -> None:
         """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
+        follow_the_host()  # at startup: a host that configures its logging after building the app has now
         async with anyio.create_task_group() as group:
             for model in self.served.all():
                 group.start_soon(self._load_logged, model)

@@ -16,6 +16,7 @@ import msgspec
 from starlette.types import Receive, Scope, Send
 
 from .._core.inference import OutputTensor
+from .._core.logs import follow_the_host
 from .._core.request import DecodedRequest
 from .._core.server import CoreOptions, ServerCore
 from .._core.serving import ServedModel
@@ -109,6 +110,7 @@ class OIPApp:
         self.max_json_size = min(max_json_size, self.core.max_body_size)
         self._openapi = OpenAPI(self.core)
         self._seen_router = False  # the first request under a Starlette router has looked at how it mounts us
+        self._served_once = False
         # The most frequent request first: each route is one regular expression to try.
         self.routes = [
             Route(_MODEL + r"/infer/?", {"POST": self._infer}, "inference"),
@@ -180,6 +182,13 @@ class OIPApp:
                 path,
             )
 
+    def _first_request(self, scope: Scope) -> None:
+        """What a host that ran none of our lifespans leaves to the first request: its logging, its mount."""
+        self._served_once = True
+        follow_the_host()
+        if not self._seen_router and "router" in scope:  # mounted in Starlette, without our lifespan
+            self._first_under_router(scope["router"])
+
     def _first_under_router(self, router: object) -> None:
         from .._http.mounting import answer_own_path
 
@@ -206,8 +215,8 @@ class OIPApp:
             return
         if scope["type"] != "http":
             return  # websockets are not part of the protocol; refusing the handshake closes them
-        if not self._seen_router and "router" in scope:  # mounted in Starlette, without our lifespan
-            self._first_under_router(scope["router"])
+        if not self._served_once:
+            self._first_request(scope)
         try:
             await self._dispatch(scope, receive, send)
         except ClientDisconnected:

@@ -61,6 +61,7 @@ def worker_app() -> Served:
         metrics=tuple(metrics) if metrics else None,
         grpc=settings["security"]["grpc"],
         openai=settings["openai"],
+        url=settings["url"],
     )
 
 
@@ -222,6 +223,8 @@ def serve(args: argparse.Namespace) -> int:
         "http": timeouts.PROTOCOL,  # uvicorn's own, closing requests that stop arriving
         **(security["http_tls"] or {}),
     }
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"{'https' if security['http_tls'] else 'http'}://{host}:{args.port}"
     if args.workers > 1:
         modules = [target for target in args.target if not is_model_file(target)]
         if modules:
@@ -239,6 +242,7 @@ def serve(args: argparse.Namespace) -> int:
             "timeout_request_read": args.timeout_request_read,
             "strict_readiness": args.strict_readiness,
             "openai": args.openai,
+            "url": url,
             "repository": None if repository is None else {**asdict(repository), "load_models": args.load_model},
         }
         return _supervise(args.workers, settings, options)
@@ -258,7 +262,7 @@ def serve(args: argparse.Namespace) -> int:
     timeouts.read_timeout = args.timeout_request_read
     signal.signal(signal.SIGTERM, _stopped)
     # uvicorn.run exits 3 itself when the server does not start.
-    served = Served(app, grpc_address=grpc_address, metrics=metrics, grpc=security["grpc"], openai=args.openai)
+    served = Served(app, grpc_address=grpc_address, metrics=metrics, grpc=security["grpc"], openai=args.openai, url=url)
     uvicorn.run(served, **options)
     return 0
 

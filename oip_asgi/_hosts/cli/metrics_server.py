@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import errno
-import logging
-import os
 import threading
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
-logger = logging.getLogger("uvicorn.error")  # the server's own log, where uvicorn says where it listens
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -30,7 +26,6 @@ def metrics_server(host: str, first: int, count: int) -> WSGIServer:
                 continue  # another worker's
             raise RuntimeError(f"metrics could not serve on {host}:{port}: {exc}") from exc
         threading.Thread(target=server.serve_forever, name="oip-asgi-metrics", daemon=True).start()
-        logger.info("Prometheus metrics of process %d at http://%s:%d/metrics", os.getpid(), host, port)
-        return server
+        return server  # the server's startup line says where (served.py)
     last = f" to {first + count - 1}" if count > 1 else ""
     raise RuntimeError(f"metrics could not serve: port {first}{last} taken")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
@@ -20,6 +22,8 @@ from .security import grpc_credentials
 PREFIX = "/v2"
 OPENAI_PREFIX = "/v1"
 
+logger = logging.getLogger("uvicorn.error")  # the server's own log, where uvicorn says where it listens
+
 
 class Served:
     """`app` at /v2 of a whole server, and what starts and stops with it: gRPC, a metrics port.
@@ -27,7 +31,8 @@ class Served:
     `metrics` is (host, first port, ports to try): a worker takes the first port of the range it
     can bind, so N workers started on one range each get their own. `grpc` is the gRPC server's
     restricted protocols and TLS files, as `security.checked` gives them. `openai` serves OpenAI's API
-    over the same models at /v1, under the same restricted API rules.
+    over the same models at /v1, under the same restricted API rules. `url` is where uvicorn serves it
+    (``http://127.0.0.1:8000``): the startup's log line tells what is served where.
     """
 
     def __init__(
@@ -38,12 +43,14 @@ class Served:
         metrics: tuple[str, int, int] | None = None,
         grpc: Mapping[str, Any] | None = None,
         openai: bool = False,
+        url: str = "",
     ) -> None:
         self.app = app
         self.openai = OpenAIApp(app) if openai else None
         self.grpc_address = grpc_address
         self.metrics = metrics
         self.grpc = grpc or {}
+        self.url = url
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -66,18 +73,16 @@ class Served:
         await send_error(send, NotFound(message))
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.grpc_address is None and self.metrics is None:
-            await self.app(scope, receive, send)
-            return
         async with AsyncExitStack() as companions:
 
             async def started(message: Message) -> None:
                 if message["type"] == "lifespan.startup.complete":
                     try:
-                        await self._start(companions)
+                        served = await self._start(companions)
                     except Exception as exc:
                         await send({"type": "lifespan.startup.failed", "message": str(exc)})
                         return
+                    logger.info("oip-asgi serves %s (process %d)", ", ".join(served), os.getpid())
                 await send(message)
 
             async def stopping() -> Message:
@@ -88,7 +93,11 @@ class Served:
 
             await self.app(scope, stopping, started)
 
-    async def _start(self, companions: AsyncExitStack) -> None:
+    async def _start(self, companions: AsyncExitStack) -> list[str]:
+        """Start gRPC and the metrics port; what the whole server serves, and where."""
+        served = [f"the Open Inference Protocol at {self.url}{PREFIX}"]
+        if self.openai is not None:
+            served.append(f"OpenAI's API at {self.url}{OPENAI_PREFIX}")
         if self.grpc_address is not None:
             grpc = importlib.import_module("oip_asgi.grpc")  # the grpc extra, checked before serving
             try:
@@ -100,10 +109,15 @@ class Served:
                 if self.grpc.get("stream_first_request_timeout"):
                     security["stream_first_request_timeout"] = self.grpc["stream_first_request_timeout"]
                 serving = grpc.serving(self.app, address=self.grpc_address, **security)
-                await companions.enter_async_context(serving)
+                port = await companions.enter_async_context(serving)
             except Exception as exc:
                 raise RuntimeError(f"gRPC could not serve on {self.grpc_address}: {type(exc).__name__}: {exc}") from exc
+            host = self.grpc_address.rpartition(":")[0]
+            served.append(f"the protocol's gRPC service at {host}:{port}{' (TLS)' if self.grpc.get('tls') else ''}")
         if self.metrics is not None:
             server = metrics_server(*self.metrics)
             companions.callback(server.server_close)
             companions.callback(server.shutdown)
+            host = f"[{self.metrics[0]}]" if ":" in self.metrics[0] else self.metrics[0]
+            served.append(f"Prometheus metrics at http://{host}:{server.server_port}/metrics")
+        return served
