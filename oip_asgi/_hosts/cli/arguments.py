@@ -10,18 +10,20 @@ from ..._version import __version__
 def parser() -> argparse.ArgumentParser:
     command = argparse.ArgumentParser(
         prog="oip-asgi",
-        description="Serve models over the Open Inference Protocol (KServe V2 / Triton REST).",
+        description="Serve models over the Open Inference Protocol (KServe V2 / Triton): REST at /v2, gRPC "
+        "(--grpc-port), and OpenAI's API at /v1 (--openai).",
     )
     command.add_argument("--version", action="version", version=f"oip-asgi {__version__}")
     commands = command.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
         "serve",
-        help="serve MODULE:ATTR, a model file or a model repository at /v2",
+        help="serve MODULE:ATTR, a model file or a model repository at /v2 (and over gRPC, and at /v1)",
         description=(
             "Serve MODULE:ATTR, a model file, or a model repository (--model-repository), or both, over the "
             "Open Inference Protocol at /v2. ATTR is a mapping of model names to models, a Model (served under "
             "ATTR's name) or an OIPApp; a model file (ONNX, scikit-learn, XGBoost, LightGBM, PyTorch) is served "
-            "under its stem. The port is bound at once and the models load behind it: /v2/health/ready answers "
+            "under its stem. --grpc-port serves the protocol's gRPC service too, --openai OpenAI's API at /v1. "
+            "The port is bound at once and the models load behind it: /v2/health/ready answers "
             "400 until they have loaded, /v2/health/live 200 all along. SIGTERM lets requests in flight finish, "
             "then exits 0."
         ),
