@@ -281,3 +281,15 @@ def test_uvicorn_with_a_plain_mount_answers_tritonclient_and_finalizes_on_sigter
         output = server.output()
     assert FINALIZED in output and "m: unloaded" in output
     assert output.index("Shutting down") < output.index(FINALIZED) < output.index("Finished server process")
+
+
+def test_the_hosts_url_path_for_passes_over_the_mounted_app() -> None:
+    from starlette.routing import NoMatchFound, Route
+
+    async def page(request: Any) -> None: ...
+
+    app = Starlette(routes=[Route("/", page, name="index")])
+    oip_asgi.mount(app, {})
+    assert app.url_path_for("index") == "/"
+    with pytest.raises(NoMatchFound):  # not an AttributeError from the OIP app's own route table
+        app.url_path_for("nowhere")

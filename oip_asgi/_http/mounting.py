@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from starlette.routing import Match, Mount, Router
+from starlette.routing import BaseRoute, Match, Mount, Router
 from starlette.types import ASGIApp, Scope
 
 from .paths import mounted_paths
@@ -26,6 +26,11 @@ class OIPMount(Mount):
     Matching is a prefix test rather than Starlette's pattern, which is slower per request and
     stops at a newline (``/v2/models/a%0Ab`` would get the host app's 404, not ours).
     """
+
+    @property
+    def routes(self) -> list[BaseRoute]:
+        # The app's routes are its own table, not Starlette's: the host's url_path_for must not walk them.
+        return []
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] not in ("http", "websocket"):
