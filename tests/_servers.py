@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._waiting import HANG
+
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 
@@ -60,7 +62,7 @@ def serving(
     port: int,
     *,
     ready_path: str = "/v2/health/ready",
-    timeout: float = 30,
+    timeout: float = HANG,
     env: dict[str, str] | None = None,
     stop: signal.Signals = signal.SIGTERM,
     stop_timeout: float = 10,

@@ -23,6 +23,12 @@ def record(event: str) -> None:
             events.write(f"{event} {os.getpid()}\n")
 
 
+def recorded(path: Path, kind: str) -> list[int]:
+    """The pids of the `kind` lines written to `path` so far: whole lines only (a line is seen before it is whole)."""
+    lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+    return [int(line.split()[1]) for line in lines if line.startswith(kind + " ") and line.endswith("\n")]
+
+
 record("import")
 
 

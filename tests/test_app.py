@@ -6,10 +6,8 @@ import asyncio
 import re
 import sys
 import threading
-from collections.abc import Callable
 from typing import Any
 
-import anyio
 import httpx
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from starlette.routing import Mount
 from oip_asgi import Model, OIPMount, TensorSpec, mount, oip_app
 
 from ._client import client
+from ._waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -268,13 +267,6 @@ async def test_a_failed_load_is_reported_not_hidden() -> None:
         response = await http.get("/v2/health/ready")
         assert response.status_code == 400 and response.json() == {"ready": False}
     assert broken.loads == 1
-
-
-async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    """Poll `condition` on the event loop until it holds; fail after `timeout` seconds."""
-    with anyio.fail_after(timeout):
-        while not condition():
-            await asyncio.sleep(0.001)
 
 
 class Gated:

@@ -29,6 +29,8 @@ from oip_asgi import Model, OIPApp, oip_app
 from oip_asgi._hosts.cli import Served, load_target, main, parser
 
 from ._servers import HOST, ROOT, Server, child_env, free_port, serving, triton_round_trip
+from ._waiting import HANG, wait_until
+from .apps_cli import recorded
 
 pytest.importorskip("uvicorn")
 
@@ -79,18 +81,6 @@ def status(url: str) -> int:
             return int(response.status)
     except urllib.error.HTTPError as error:
         return error.code
-
-
-def events(path: Path, kind: str) -> list[int]:
-    lines = path.read_text().split("\n") if path.exists() else []
-    return [int(line.split()[1]) for line in lines if line.startswith(kind + " ")]
-
-
-def wait_for(condition: Any, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 # The command's surface
@@ -284,7 +274,7 @@ async def lifespan(app: Any) -> AsyncIterator[list[dict[str, Any]]]:
 
     async with anyio.create_task_group() as group:
         group.start_soon(app, {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG):
             while not sent:
                 await anyio.sleep(0.01)
         yield sent
@@ -311,7 +301,7 @@ async def test_grpc_starts_after_the_app_and_stops_before_it(monkeypatch: pytest
     async with lifespan(Served(app, grpc_address="127.0.0.1:8081")) as sent:
         assert sent == [{"type": "lifespan.startup.complete"}]
         assert steps[0] == "grpc up on 127.0.0.1:8081"
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG):
             while not app.ready:
                 await anyio.sleep(0.01)
     assert steps == ["grpc up on 127.0.0.1:8081", "loaded", "grpc down"]
@@ -380,7 +370,7 @@ def test_readiness_is_400_while_a_slow_load_runs(tmp_path: Path) -> None:
         assert status(f"{base}/health/ready") == 400
         assert status(f"{base}/models/gated/ready") == 400
         gate.touch()
-        wait_for(lambda: status(f"{base}/health/ready") == 200, timeout=10)
+        wait_until(lambda: status(f"{base}/health/ready") == 200, "the server became ready")
         assert status(f"{base}/models/gated/ready") == 200
 
 
@@ -396,25 +386,25 @@ def test_two_workers_each_load_once_serve_both_and_survive_a_kill(tmp_path: Path
     log = tmp_path / "events"
     with served("tests.apps_cli:models", "--workers", "2", events=log, timeout=60) as server:
         workers: set[int] = set()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG
         while len(workers) < 2 and time.monotonic() < deadline:
             workers |= pids(server.address)
         assert len(workers) == 2, workers
-        wait_for(lambda: len(events(log, "load")) == 2)
+        wait_until(lambda: len(recorded(log, "load")) == 2, "both workers loaded")
         # The parent never imported the module; each worker imported it and loaded its model once.
         assert server.pid not in workers
-        assert sorted(events(log, "import")) == sorted(workers)
-        assert sorted(events(log, "load")) == sorted(workers)
+        assert sorted(recorded(log, "import")) == sorted(workers)
+        assert sorted(recorded(log, "load")) == sorted(workers)
 
         killed, survivor = sorted(workers)
         os.kill(killed, signal.SIGKILL)
         seen: set[int] = set()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + HANG
         while not seen - workers and time.monotonic() < deadline:  # until the replacement answers
             seen |= pids(server.address)  # every request succeeds meanwhile
         replacement = seen - workers
         assert len(replacement) == 1 and killed not in seen, seen
-        wait_for(lambda: sorted(events(log, "load")) == sorted({*workers, *replacement}))
+        wait_until(lambda: sorted(recorded(log, "load")) == sorted({*workers, *replacement}), "the replacement loaded")
     assert server.process.returncode == 0
 
 
@@ -428,9 +418,10 @@ def test_sigterm_lets_a_slow_request_finish_then_exits_0(tmp_path: Path, workers
         request = {"inputs": [{"name": "SECONDS", "datatype": "FP32", "shape": [1], "data": [30]}]}
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(post, server.address, "slow", request, timeout=30)
-            wait_for(lambda: events(log, "start"))
+            wait_until(lambda: recorded(log, "start"), "the slow request started")
             os.kill(server.pid, signal.SIGTERM)
-            wait_for(lambda: "Shutting down" in server.output())  # the request is still in flight: now let it end
+            # The request is still in flight: now let it end.
+            wait_until(lambda: "Shutting down" in server.output(), "the server began to stop")
             gate.touch()
             assert answer.result(timeout=30)["outputs"][0]["data"] == [30]
         assert server.process.wait(10) == 0
@@ -472,7 +463,8 @@ def test_metrics_port_serves_each_workers_own_figures(workers: int) -> None:
         for _ in range(3):
             pids(server.address, count=2)
         ports = range(first, first + workers)
-        wait_for(lambda: all(serves(port) for port in ports))  # a worker may start its port after the first answers
+        # A worker may start its port after the first answers.
+        wait_until(lambda: all(serves(port) for port in ports), "every worker serves metrics")
         # Each port is one worker's: their sum is every request served.
         assert sum(scrape(port)[SUCCESS] for port in ports) == 6
 
@@ -515,13 +507,14 @@ def test_grpc_port_serves_the_grpc_half_from_every_worker(workers: str) -> None:
     options = ("--workers", workers, "--grpc-port", str(grpc_port), "--log-level", "info")
     with served("examples.models:models", *options) as server:
         # Each worker says where it listens, as uvicorn does.
-        wait_for(
-            lambda: server.output().count(f"INFO:     oip-asgi gRPC running on {HOST}:{grpc_port}\n") == int(workers)
+        wait_until(
+            lambda: server.output().count(f"INFO:     oip-asgi gRPC running on {HOST}:{grpc_port}\n") == int(workers),
+            "every worker serves gRPC",
         )
         for _ in range(4):  # a client per round: a new connection, which any worker may take
             client = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
             try:
-                wait_for(lambda: client.is_server_ready())  # noqa: B023  # called before the next round
+                wait_until(lambda: client.is_server_ready(), "gRPC is ready")  # noqa: B023  # called before the next round
                 inputs = [grpcclient.InferInput(name, [1, 16], "INT32") for name in ("INPUT0", "INPUT1")]
                 for tensor in inputs:
                     tensor.set_data_from_numpy(a)

@@ -6,10 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable
 from typing import Any
 
-import anyio
 import numpy as np
 import pytest
 
@@ -17,18 +15,12 @@ from oip_asgi import Model, ModelNotReady, NotFound, TensorSpec, oip_app
 from oip_asgi._core.server import ServerCore
 
 from ._client import client
+from ._waiting import until
 
 SPECS: dict[str, Any] = {"inputs": [TensorSpec("x", "INT32", [-1])], "outputs": [TensorSpec("y", "INT32", [-1])]}
 pytestmark = pytest.mark.anyio
 
 BODY = {"inputs": [{"name": "x", "shape": [2], "datatype": "INT32", "data": [1, 2]}]}
-
-
-async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    """Poll the event loop until `condition` holds (the test fails past `timeout`)."""
-    with anyio.fail_after(timeout):
-        while not condition():
-            await asyncio.sleep(0.001)
 
 
 def adding(amount: int, version: str = "1", **options: Any) -> Model:

@@ -21,7 +21,8 @@ from oip_asgi._declarations.files._common import Runner
 from oip_asgi._hosts.cli.target import load_target
 
 from ._client import client
-from .test_core import adding, until
+from ._waiting import HANG, until
+from .test_core import adding
 
 pytestmark = pytest.mark.anyio
 
@@ -162,7 +163,8 @@ async def test_a_model_file_that_fails_inline_is_a_500_naming_the_model() -> Non
 async def test_a_model_files_call_with_other_requests_in_flight_runs_on_a_thread() -> None:
     runner = _Recording()
     loop_thread = threading.get_ident()
-    model = Model(runner, **SPECS, max_batch_size=8, max_batch_delay=0.05)
+    # Every batch here runs once it is full (8 elements), never on its delay, however slow the machine.
+    model = Model(runner, **SPECS, max_batch_size=8, max_batch_delay=HANG)
     async with client(oip_app({"m": model})) as http:
         for _ in range(2):  # a lone request of 8 elements: measured, then inline
             assert (await http.post("/models/m/infer", json=body(8))).status_code == 200

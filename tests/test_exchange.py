@@ -26,6 +26,8 @@ from oip_asgi._declarations.errors import BadRequest, ClientDisconnected
 from oip_asgi._rest.app import OIPApp, _RESTExchange
 from oip_asgi._rest.responses import ResponseStream, SendFailed
 
+from ._waiting import HANG
+
 pytestmark = pytest.mark.anyio
 
 RESPONSES = 2
@@ -249,4 +251,4 @@ async def test_a_grpc_stream_whose_client_left_stops_its_requests(monkeypatch: p
     stream = service.model_stream_infer(requests_of(stream_request("m", "a")), None)
     await stream.__anext__()
     await stream.aclose()  # grpcio closes the handler's generator when the call is cancelled
-    await asyncio.wait_for(stopped.wait(), timeout=10)
+    await asyncio.wait_for(stopped.wait(), timeout=HANG)

@@ -32,6 +32,7 @@ from oip_asgi._rest.responses import SLICE
 
 from ._client import binary_request, client, split_response
 from ._servers import uvicorn
+from ._waiting import HANG
 
 pytestmark = pytest.mark.anyio
 
@@ -231,7 +232,7 @@ async def test_hundreds_of_vanishing_clients_leak_no_memory_and_no_tasks(caplog:
         growth = tracemalloc.get_traced_memory()[0] - baseline
     finally:
         tracemalloc.stop()
-    with anyio.fail_after(10):  # the requests' own tasks end just after their answers
+    with anyio.fail_after(HANG):  # the requests' own tasks end just after their answers
         while asyncio.all_tasks() != tasks_before:
             await asyncio.sleep(0)
     assert len(calls) == rounds * sum(case.runs_model for case in CASES.values())
@@ -250,7 +251,7 @@ def rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def settled_rss_kib(pid: int, timeout: float = 10) -> int:
+def settled_rss_kib(pid: int, timeout: float = HANG) -> int:
     """RSS once it holds still for 0.2 s: the last requests' tasks have finished."""
     deadline = time.monotonic() + timeout
     readings = [rss_kib(pid)]
@@ -277,7 +278,7 @@ def hang_up(sock: socket.socket, abort: bool) -> None:
 
 
 def leave_mid_body(port: int, request: bytes, sent: int, abort: bool) -> None:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     sock.sendall(request[:sent])
     hang_up(sock, abort)
 
@@ -285,7 +286,7 @@ def leave_mid_body(port: int, request: bytes, sent: int, abort: bool) -> None:
 def leave_mid_response(port: int, request: bytes, abort: bool) -> None:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # keep the kernel from taking it all
-    sock.settimeout(10)
+    sock.settimeout(30)
     sock.connect(("127.0.0.1", port))
     sock.sendall(request)
     received = b""
@@ -298,7 +299,7 @@ def leave_mid_response(port: int, request: bytes, abort: bool) -> None:
 
 
 def check_still_serving(port: int) -> None:
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
         body, headers = binary_echo()
         response = http.post("/models/echo/infer", content=body, headers=headers)
         assert response.status_code == 200

@@ -24,6 +24,7 @@ from oip_asgi import Model, OIPApp, TensorSpec, oip_app
 from oip_asgi_flask import OIP
 
 from ._servers import ROOT, chunked_infer, free_port, serving, triton_round_trip
+from ._waiting import HANG
 
 SIMPLE = {
     "inputs": [
@@ -132,7 +133,7 @@ def test_models_load_lazily_without_preload() -> None:
     client = app.test_client()
     # The first probe answers at once and starts loading on the bridge's event loop.
     answers = [client.get("/v2/health/ready").json]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG
     while answers[-1] != {"ready": True} and time.monotonic() < deadline:
         time.sleep(0.01)
         answers.append(client.get("/v2/health/ready").json)

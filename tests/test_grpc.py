@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import subprocess
-import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from oip_asgi.grpc import inference_pb2_grpc  # noqa: E402
 from oip_asgi.grpc._service import status_code  # noqa: E402
 
 from ._grpc import INFER, TYPED_FIELDS, grpc_server, output_array, request  # noqa: E402
+from ._waiting import wait_until  # noqa: E402
 from .strategies import tensors  # noqa: E402
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -471,9 +471,7 @@ def test_a_cancelled_call_is_logged_as_499_as_rest_logs_a_client_that_left(caplo
         with pytest.raises(grpc.RpcError) as left:
             call(request("sleepy", ("X", "FP32", np.array([30], np.float32))), timeout=0.5)
         assert left.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        deadline = time.monotonic() + 10  # the server hears of it a moment later, on its own thread
-        while not caplog.records and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: caplog.records, "the access line")  # the server hears of it later, on its own thread
     assert [record.getMessage().split(" bytes_in")[0] for record in caplog.records] == [
         "model=sleepy version=1 status=499"
     ]

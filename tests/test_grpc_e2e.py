@@ -19,6 +19,7 @@ import tritonclient.grpc.aio as aioclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from ._servers import HOST, free_port, serving  # noqa: E402
+from ._waiting import HANG  # noqa: E402
 from .strategies import DTYPES  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -210,7 +211,7 @@ def test_stream_answers_in_order_and_survives_errors(triton: grpcclient.Inferenc
         for index in range(20):
             x = np.array([float(index), -1.0 if index % 5 == 3 else 4.0], dtype=np.float32)
             triton.async_stream_infer("sqrt", [tensor("X", x, "FP32")], request_id=str(index))
-        got = [answers.get(timeout=10) for _ in range(20)]
+        got = [answers.get(timeout=HANG) for _ in range(20)]
     finally:
         triton.stop_stream()
     for index, (result, error) in enumerate(got):

@@ -12,6 +12,7 @@ import pytest
 
 from ._client import client
 from ._servers import uvicorn
+from ._waiting import HANG
 from .hostile_cases import CASES, VALID_PATH, VALID_REQUEST, VALID_SUM, Case, app, document, send, valid_inference
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +23,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "bad-input.md"
 @pytest.mark.parametrize("case", [case for case in CASES if not case.over_socket], ids=lambda case: case.id)
 async def test_bad_input_is_a_clear_error_and_the_next_request_is_served(case: Case) -> None:
     async with client(app) as http:
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG):
             response = await send(http, case)
             assert response.status_code == case.status, response.text
             assert response.headers["content-type"] == "application/json"

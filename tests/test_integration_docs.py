@@ -16,6 +16,7 @@ from oip_asgi import OIPApp
 from oip_asgi._core.server import ServerCore
 
 from ._servers import ROOT
+from ._waiting import HANG
 
 DOC = ROOT / "docs" / "integrations.md"
 RECIPE = re.compile(r"<!-- recipe: (?P<name>\S+) -->\n```python\n(?P<code>.*?)```", re.DOTALL)
@@ -67,7 +68,7 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
 
     async with anyio.create_task_group() as group:
         group.start_soon(app, {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG):
             await started.wait()
         assert sent == ["lifespan.startup.complete"]
         yield

@@ -24,7 +24,8 @@ from oip_asgi._core.serving import VERSION_TRANSITIONS, ServedModel, State
 from oip_asgi._core.workers import WorkerPool
 
 from ._client import client
-from .test_core import BODY, SPECS, adding, until
+from ._waiting import until
+from .test_core import BODY, SPECS, adding
 from .test_repository import broken_model, index, infer, write_model
 
 pytestmark = pytest.mark.anyio

@@ -5,23 +5,19 @@ before forking with --preload) and with Flask on gunicorn's forking sync workers
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from ._servers import HOST, free_port, serving
+from ._waiting import wait_until
+from .apps_cli import recorded
 
 pytestmark = pytest.mark.slow
 
 pytest.importorskip("gunicorn")
 pytest.importorskip("uvicorn_worker")
-
-
-def events(path: Path, kind: str) -> list[int]:
-    lines = path.read_text().split("\n") if path.exists() else []
-    return [int(line.split()[1]) for line in lines if line.startswith(kind + " ")]
 
 
 @pytest.mark.parametrize("preload", [False, True], ids=["import-in-workers", "preload"])
@@ -31,13 +27,11 @@ def test_gunicorn_workers_each_load_once(tmp_path: Path, preload: bool) -> None:
     argv = ["-m", "gunicorn", "--workers", "2", "--worker-class", "uvicorn_worker.UvicornWorker"]
     argv += ["--bind", f"{HOST}:{port}", *(["--preload"] if preload else []), "tests.apps_cli:app"]
     with serving(argv, port, ready_path="/health/ready", env={"OIP_TEST_EVENTS": str(log)}) as server:
-        deadline = time.monotonic() + 20
-        while len(events(log, "load")) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        loads = events(log, "load")
+        wait_until(lambda: len(recorded(log, "load")) >= 2, "both workers loaded")
+        loads = recorded(log, "load")
         # The sync load ran on each worker's own threads: after a fork, the pool starts afresh.
         assert len(loads) == len(set(loads)) == 2 and server.pid not in loads
-        imports = events(log, "import")
+        imports = recorded(log, "import")
         assert imports == [server.pid] if preload else sorted(imports) == sorted(loads)
     assert server.process.returncode == 0
 
@@ -50,16 +44,14 @@ def test_flask_under_gunicorn_sync_workers(tmp_path: Path, preload: bool) -> Non
     argv = ["-m", "gunicorn", "--workers", "2", "--bind", f"{HOST}:{port}", *(["--preload"] if preload else [])]
     with serving([*argv, "tests.apps_wsgi:app"], port, env={"OIP_TEST_EVENTS": str(log)}) as server:
         if preload:  # loaded once, in the parent, at import; the workers inherit the loaded models
-            assert events(log, "import") == events(log, "load") == [server.pid]
+            assert recorded(log, "import") == recorded(log, "load") == [server.pid]
         else:
-            deadline = time.monotonic() + 20
-            while len(events(log, "load")) < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            loads = events(log, "load")
+            wait_until(lambda: len(recorded(log, "load")) >= 2, "both workers loaded")
+            loads = recorded(log, "load")
             assert len(loads) == len(set(loads)) == 2 and server.pid not in loads
-            assert sorted(events(log, "import")) == sorted(loads)
+            assert sorted(recorded(log, "import")) == sorted(loads)
         # A worker serves inference on the models it has, after the fork.
         request = json.dumps({"inputs": [{"name": "X", "datatype": "INT64", "shape": [1], "data": [0]}]}).encode()
-        with urllib.request.urlopen(f"http://{server.address}/v2/models/pid/infer", data=request, timeout=10) as answer:
+        with urllib.request.urlopen(f"http://{server.address}/v2/models/pid/infer", data=request, timeout=30) as answer:
             assert json.load(answer)["outputs"][0]["data"][0] != server.pid
     assert server.process.returncode == 0

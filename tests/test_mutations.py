@@ -14,10 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ._client import as_array, binary_outputs, bytes_tensor, client, split_response
+from ._waiting import HANG
 from .hostile_cases import IHCL, INFER, app
 from .strategies import tensors
-
-WITHIN = 5.0  # seconds: far above any honest answer in-process, far below a hang
 
 
 @dataclass
@@ -96,7 +95,7 @@ def _post(body: bytes, headers: dict[str, str], chunk: int | None) -> httpx.Resp
     async def post() -> httpx.Response:
         content: bytes | AsyncIterator[bytes] = body if chunk is None else _pieces(body, chunk)
         async with client(app) as http:
-            with anyio.fail_after(WITHIN):
+            with anyio.fail_after(HANG):
                 return await http.post(
                     INFER, content=content, headers={name: value.encode("latin-1") for name, value in headers.items()}
                 )

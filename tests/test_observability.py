@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -16,6 +15,7 @@ from oip_asgi import Model, TensorSpec, oip_app
 
 from ._client import client
 from ._servers import Server, uvicorn
+from ._waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 httpclient = pytest.importorskip("tritonclient.http")
@@ -78,10 +78,7 @@ def test_the_access_log_reaches_a_plain_uvicorns_output(observed: Server) -> Non
     request = {"inputs": [{"name": "INPUT0", **tensor}, {"name": "INPUT1", **tensor}]}
     assert httpx.post(f"http://{observed.address}/v2/models/simple/infer", json=request).status_code == 200
     line = "INFO:     model=simple version=1 status=200 bytes_in="
-    deadline = time.monotonic() + 10
-    while line not in observed.output():
-        assert time.monotonic() < deadline, observed.output()
-        time.sleep(0.05)
+    wait_until(lambda: line in observed.output(), "the access line in the server's output")
     assert observed.output().count(line) == 1
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import random
 import string
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ openai = pytest.importorskip("openai")
 from examples.openai import embed  # noqa: E402
 
 from ._servers import ROOT, Server, free_port, serving  # noqa: E402
+from ._waiting import written  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -236,11 +236,7 @@ def test_a_client_that_leaves_stops_the_model(client: openai.OpenAI, tmp_path: P
         if index == 20:
             break
     stream.close()
-    deadline = time.monotonic() + 2
-    while not marker.exists():
-        assert time.monotonic() < deadline, "the model's generator was not closed within 2 s of the client leaving"
-        time.sleep(0.01)
-    assert marker.read_text().startswith("closed after")
+    assert written(marker, "the model's generator was not closed").startswith("closed after")
 
 
 def test_sixteen_streaming_chats_of_a_hundred_chunks_complete_in_order(server: Server) -> None:

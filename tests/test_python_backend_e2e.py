@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from ._servers import Server, free_port, serving
+from ._waiting import HANG, wait_until, written
 
 httpclient = pytest.importorskip("tritonclient.http")
 grpcclient = pytest.importorskip("tritonclient.grpc")
@@ -61,14 +62,12 @@ class TritonPythonModel:
         (self.folder / f"final.{self.name}").write_text("")
 """
 
-MODELS: dict[str, tuple[str, str]] = {
-    # name: (config.pbtxt, model.py body)
-    "adder": (
-        'backend: "python"\nmax_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 200000 }\n'
-        'input [{ name: "A", data_type: TYPE_INT32, dims: [2] }, { name: "B", data_type: TYPE_INT32, dims: [2] }]\n'
-        'output [{ name: "SUM", data_type: TYPE_INT32, dims: [2] }, { name: "DIFF", data_type: TYPE_INT32, dims: [2] },'
-        ' { name: "BATCH", data_type: TYPE_INT32, dims: [1] }]\n',
-        """
+ADDER_IO = (
+    'input [{ name: "A", data_type: TYPE_INT32, dims: [2] }, { name: "B", data_type: TYPE_INT32, dims: [2] }]\n'
+    'output [{ name: "SUM", data_type: TYPE_INT32, dims: [2] }, { name: "DIFF", data_type: TYPE_INT32, dims: [2] },'
+    ' { name: "BATCH", data_type: TYPE_INT32, dims: [1] }]\n'
+)
+ADDER = """
 class TritonPythonModel:
     def execute(self, requests):
         out = []
@@ -79,7 +78,19 @@ class TritonPythonModel:
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("SUM", a + b), pb_utils.Tensor("DIFF", a - b),
                                                    pb_utils.Tensor("BATCH", batch)]))
         return out
-""",
+"""
+
+MODELS: dict[str, tuple[str, str]] = {
+    # name: (config.pbtxt, model.py body)
+    "adder": (
+        'backend: "python"\nmax_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 200000 }\n' + ADDER_IO,
+        ADDER,
+    ),
+    # A batch runs once it is full (3 rows) and its delay is far beyond any test: three requests, one batch.
+    "trio": (
+        'backend: "python"\nmax_batch_size: 3\ndynamic_batching { max_queue_delay_microseconds: 600000000 }\n'
+        + ADDER_IO,
+        ADDER,
     ),
     "initargs": (
         "",  # no config.pbtxt: auto_complete_config declares it all
@@ -324,18 +335,18 @@ def test_a_dynamic_batch_reaches_execute_together_and_unrequested_outputs_are_dr
         a = np.array([[1, 2]], np.int32)
         requested = [module.InferRequestedOutput("SUM"), module.InferRequestedOutput("BATCH")]
         answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        for _ in range(3):  # within the 200 ms queue delay: one batch
+        for _ in range(3):  # trio runs a batch once it holds 3 rows: these three, together
             if module is grpcclient:
                 callback = functools.partial(_answered, answers)
-                client.async_infer("adder", _inputs(module, A=a, B=a), callback, outputs=requested)
+                client.async_infer("trio", _inputs(module, A=a, B=a), callback, outputs=requested)
             else:
-                answers.put(client.async_infer("adder", _inputs(module, A=a, B=a), outputs=requested))
-        results = [answers.get(timeout=10) for _ in range(3)]
+                answers.put(client.async_infer("trio", _inputs(module, A=a, B=a), outputs=requested))
+        results = [answers.get(timeout=HANG) for _ in range(3)]
         results = [result.get_result() if module is httpclient else result for result in results]
         for result in results:
             assert result.as_numpy("SUM").tolist() == [[2, 4]]
             assert result.as_numpy("DIFF") is None  # not asked for: dropped
-        assert max(int(result.as_numpy("BATCH")[0][0]) for result in results) >= 2
+            assert result.as_numpy("BATCH").tolist() == [[3]]
 
 
 @pytest.mark.parametrize(
@@ -384,7 +395,7 @@ def test_a_decoupled_model_answers_through_its_sender_after_execute_returned(ser
         client.async_stream_infer("repeat", _inputs(grpcclient, IN=np.array([4, 5, 6], np.int32)))
         values = []
         for _ in range(3):
-            result, error = got.get(timeout=10)
+            result, error = got.get(timeout=HANG)
             assert error is None
             values.append(int(result.as_numpy("OUT")[0]))
         assert values == [4, 5, 6]
@@ -432,14 +443,11 @@ def test_a_decoupled_model_sees_is_cancelled_once_the_client_left(server: tuple[
     got: queue.SimpleQueue[Any] = queue.SimpleQueue()
     client.start_stream(lambda result, error: got.put((result, error)))
     client.async_stream_infer("ticker", _inputs(grpcclient, IN=np.array([0], np.int32)))
-    result, error = got.get(timeout=10)
+    result, error = got.get(timeout=HANG)
     assert error is None and int(result.as_numpy("OUT")[0]) == 0
     client.stop_stream(cancel_requests=True)
-    seen = root / "ticker" / "1" / "model.py.cancelled"
-    deadline = time.monotonic() + 10
-    while not seen.exists() and time.monotonic() < deadline:  # the model's own thread writes it when it notices
-        time.sleep(0.02)
-    assert seen.exists()
+    seen = root / "ticker" / "1" / "model.py.cancelled"  # the model's own thread makes it when it notices
+    wait_until(seen.exists, "the model noticed the client left")
 
 
 def _wait_for(path: Path, timeout: float = 10) -> bool:
@@ -462,8 +470,8 @@ def test_two_instances_each_initialized_run_two_executes_at_once_and_are_finaliz
     assert sorted(path.name for path in folder.glob("init.*")) == ["init.gpus_0", "init.pair_0_0"]
     assert {path.read_text() for path in folder.glob("init.*")} == {"CPU"}  # KIND_GPU served on the CPU
     pending = _gated(server, "pair", [1, 2])
-    assert _wait_for(folder / "entered.1") and _wait_for(folder / "entered.2")  # both run before either is let go
-    assert {(folder / f"entered.{key}").read_text() for key in (1, 2)} == {"gpus_0", "pair_0_0"}
+    # Both run before either is let go.
+    assert {written(folder / f"entered.{key}", "a request entered execute") for key in (1, 2)} == {"gpus_0", "pair_0_0"}
     for key in (1, 2):
         (folder / f"go.{key}").write_text("")
     assert sorted(int(result.get_result().as_numpy("SEEN")[0]) for result in pending) == [1, 2]
@@ -477,9 +485,7 @@ def test_one_instance_runs_one_execute_at_a_time(server: tuple[Server, int, int]
     folder = root / "single"
     assert sorted(path.name for path in folder.glob("init.*")) == ["init.single_0_0"]
     pending = _gated(server, "single", [3, 4])
-    deadline = time.monotonic() + 10
-    while not any(folder.glob("entered.*")) and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(lambda: any(folder.glob("entered.*")), "a request entered execute")
     (first,) = [int(path.suffix[1:]) for path in folder.glob("entered.*")]
     second = 7 - first
     (folder / f"go.{second}").write_text("")  # were they run at once, the second would answer now
@@ -488,4 +494,4 @@ def test_one_instance_runs_one_execute_at_a_time(server: tuple[Server, int, int]
     assert not _wait_for(folder / f"entered.{second}", timeout=0.5)
     (folder / f"go.{first}").write_text("")
     assert [int(result.get_result().as_numpy("SEEN")[0]) for result in pending] == [1, 1]
-    assert (folder / f"entered.{second}").read_text() == "single_0_0"
+    assert written(folder / f"entered.{second}") == "single_0_0"

@@ -226,7 +226,9 @@ async def test_a_hundred_load_and_unload_cycles_leave_no_thread_behind(tmp_path:
             assert (await http.post("/repository/models/a/unload")).status_code == 200
             assert (await http.post("/repository/models/a/load")).status_code == 200
             assert await infer(http, "a") == (200, [2, 3])
-        assert threading.active_count() <= threads + 1  # anyio's loader thread may linger, idle
+        # A thread kept per cycle would be 100 more. A few are honest: a thread pool starts another when the
+        # next job comes before the last one's thread is idle again, which the machine's load decides.
+        assert threading.active_count() - threads < 8
         assert len(app.core.served.all()) == 1
 
 

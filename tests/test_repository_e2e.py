@@ -8,7 +8,6 @@ import gc
 import http.client
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 
 from ._servers import free_port, serving
+from ._waiting import wait_until
 from .test_repository import broken_model, write_model
 
 httpclient = pytest.importorskip("tritonclient.http")
@@ -201,16 +201,14 @@ def test_a_reload_under_continuous_load_fails_no_request_and_never_mixes_version
                 write_model(repository, "adder", adds=adds)
                 before = len(answers)
                 control.load_model("adder")
-                deadline = time.monotonic() + 10
-                while len(answers) < before + 20 and time.monotonic() < deadline:
-                    time.sleep(0.01)  # requests across every reload
+                wait_until(lambda: len(answers) >= before + 20, "requests answered after the reload")  # noqa: B023
         finally:
             stop.set()
             for thread in clients:
                 thread.join(30)
             control.close()
     assert not failures, failures[:3]
-    assert len(answers) > 200
+    assert len(answers) >= 200
     # Every answer is one version's, whole: x + adds for one adds.
     assert all(second - first == 1 and 2 <= first <= 12 for first, second in answers)
     assert {first for first, _ in answers} >= {2, 12}

@@ -1,8 +1,9 @@
 """Slow and idle clients against a real `oip-asgi serve`: they do not hold up others, and are let go.
 
 200 connections send half a request and stop, 200 gRPC streams send nothing; meanwhile a well-behaved
-client is answered on both wires within 2 s; then the server closes them all after its timeouts
-(2 s here: --timeout-request-read and --grpc-stream-first-request-timeout, 30 s and 60 s by default).
+client is answered on both wires while they all still wait (were it held up, its answer would come only
+once the server had let them go); then the server closes them all after its timeouts (10 s here:
+--timeout-request-read and --grpc-stream-first-request-timeout, 30 s and 60 s by default).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,11 +20,12 @@ import pytest
 
 from oip_asgi.grpc import inference_pb2 as pb
 from tests._servers import HOST, Server, free_port, serving
+from tests._waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 CLIENTS = 200
-TIMEOUT = 2
+TIMEOUT = 10  # long enough for the 400 clients to be set up on a loaded machine before the first is let go
 
 
 @pytest.fixture
@@ -56,15 +57,22 @@ def _half_requests(port: int) -> list[socket.socket]:
     return connections
 
 
-def _well_behaved_rest(port: int) -> float:
+def _well_behaved_rest(port: int) -> None:
     body = b'{"inputs":[{"name":"X","shape":[2],"datatype":"FP32","data":[1,2]}]}'
-    start = time.monotonic()
-    with socket.create_connection((HOST, port), timeout=5) as connection:
+    with socket.create_connection((HOST, port), timeout=30) as connection:
         head = f"POST /v2/models/identity/infer HTTP/1.1\r\nHost: oip\r\nContent-Length: {len(body)}\r\n\r\n"
         connection.sendall(head.encode() + body)
         answer = connection.recv(65536)
     assert answer.startswith(b"HTTP/1.1 200"), answer
-    return time.monotonic() - start
+
+
+def _still_waiting(connection: socket.socket) -> bool:
+    """Whether the server still holds `connection` open (it has neither answered nor closed it)."""
+    try:
+        connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True
+    return False
 
 
 def test_slow_and_idle_clients_do_not_hold_up_others_and_are_let_go(server: tuple[Server, int]) -> None:
@@ -88,15 +96,14 @@ def test_slow_and_idle_clients_do_not_hold_up_others_and_are_let_go(server: tupl
                 await call.wait_for_connection()
             halves = _half_requests(running.port)
             try:
-                # Meanwhile, well-behaved clients on both wires.
-                assert await asyncio.to_thread(_well_behaved_rest, running.port) < 2
+                # Meanwhile, well-behaved clients on both wires, answered while the others still wait.
+                await asyncio.to_thread(_well_behaved_rest, running.port)
                 tensor = pb.ModelInferRequest.InferInputTensor(
                     name="X", datatype="FP32", shape=[2], contents=pb.InferTensorContents(fp32_contents=[1, 2])
                 )
-                start = time.monotonic()
-                answer = await infer(pb.ModelInferRequest(model_name="identity", inputs=[tensor]), timeout=5)
-                assert time.monotonic() - start < 2
+                answer = await infer(pb.ModelInferRequest(model_name="identity", inputs=[tensor]), timeout=30)
                 assert np.frombuffer(answer.raw_output_contents[0], np.float32).tolist() == [1, 2]
+                assert all(map(_still_waiting, halves)) and not any(call.done() for call in idle)
 
                 # Then the server lets them go: each half request sees its connection closed ...
                 for connection in halves:
@@ -112,4 +119,5 @@ def test_slow_and_idle_clients_do_not_hold_up_others_and_are_let_go(server: tupl
                     connection.close()
 
     asyncio.run(scenario())
-    assert open_sockets(running.pid) <= baseline + 2  # the gRPC channel's connection, at most
+    # Every connection let go; the server may close its ends a moment after the clients' (the gRPC channel's).
+    wait_until(lambda: open_sockets(running.pid) <= baseline + 2, "the server closed the connections")

@@ -18,6 +18,7 @@ import pytest
 
 from oip_asgi import Model, ModelRepository, TensorSpec, oip_app
 from oip_asgi._declarations.repository import RepositoryError, read_model
+from tests._waiting import HANG
 
 pytestmark = pytest.mark.anyio
 
@@ -273,7 +274,7 @@ async def test_a_client_that_leaves_closes_a_sync_generator_on_a_worker_thread()
     scope = {"type": "http", "method": "POST", "path": "/models/m/generate_stream", "root_path": "",
              "query_string": b"", "headers": []}  # fmt: skip
     await app(scope, receive, send)  # returns: the request ended when its client left
-    thread, yielded = await asyncio.wait_for(closed, timeout=2)
+    thread, yielded = await asyncio.wait_for(closed, timeout=HANG)
     assert thread != threading.get_ident() and yielded == 0  # closed at its first yield, off the loop
     served = app.core.served.get("m")
     assert served.in_flight == 0

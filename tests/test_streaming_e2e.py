@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import queue
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from oip_asgi.grpc import inference_pb2 as pb  # noqa: E402
 from oip_asgi.grpc import inference_pb2_grpc as pb_grpc  # noqa: E402
 
 from ._servers import HOST, ROOT, Server, free_port, serving  # noqa: E402
+from ._waiting import HANG, written  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -58,13 +58,9 @@ def events(body: bytes) -> list[Any]:
     return [json.loads(chunk[len(b"data: ") :]) for chunk in chunks]
 
 
-def wait_for(path: Path, within: float = 2.0) -> str:
-    """The marker's text, once the model's `finally` wrote it; a failure if it takes longer than `within`."""
-    deadline = time.monotonic() + within
-    while not path.exists():
-        assert time.monotonic() < deadline, f"the model's generator was not closed within {within} s"
-        time.sleep(0.01)
-    return path.read_text()
+def closed(marker: Path) -> str:
+    """The marker's text, once the model's `finally` has written it."""
+    return written(marker, "the model's generator was not closed")
 
 
 def text_input(name: str, value: str) -> Any:
@@ -270,7 +266,7 @@ def test_tritonclient_streams_each_request_its_responses(server: tuple[Server, s
         client.async_stream_infer("tokens", [text_input("text", "a")], request_id="a", parameters={"count": 3})
         client.async_stream_infer("tokens", [text_input("text", "b")], request_id="b", parameters={"count": 2},
                                   enable_empty_final_response=True)  # fmt: skip
-        got = [answers.get(timeout=10) for _ in range(6)]
+        got = [answers.get(timeout=HANG) for _ in range(6)]
     finally:
         client.stop_stream()
         client.close()
@@ -344,7 +340,7 @@ def test_repeat_int32_as_simple_grpc_custom_repeat_streams_it(server: tuple[Serv
     with grpcclient.InferenceServerClient(server[1]) as client:
         client.start_stream(callback=lambda result, error: answers.put(error or result))
         client.async_stream_infer("repeat_int32", inputs, outputs=[grpcclient.InferRequestedOutput("OUT")])
-        got = [answers.get(timeout=10) for _ in range(10)]
+        got = [answers.get(timeout=HANG) for _ in range(10)]
     assert [result.as_numpy("OUT").tolist() for result in got] == [[value] for value in values.tolist()]
 
 
@@ -358,7 +354,7 @@ def test_a_client_that_leaves_a_generate_stream_closes_the_generator(
     marker = tmp_path / "closed"
     with http.stream("POST", f"/models/{model}/generate_stream", json={"marker": str(marker)}) as response:
         assert next(response.iter_lines()).startswith("data: ")
-    assert wait_for(marker).startswith("closed after")
+    assert closed(marker).startswith("closed after")
     assert http.get("/health/ready").status_code == 200  # and the server serves on
 
 
@@ -370,9 +366,9 @@ def test_a_cancelled_grpc_stream_closes_the_generator(server: tuple[Server, str]
     client.start_stream(callback=lambda result, error: answers.put(error or result))
     try:
         client.async_stream_infer(model, [text_input("marker", str(marker))])
-        answers.get(timeout=10)
+        answers.get(timeout=HANG)
         client.stop_stream(cancel_requests=True)
-        assert wait_for(marker).startswith("closed after")
+        assert closed(marker).startswith("closed after")
     finally:
         client.close()
 
@@ -392,23 +388,26 @@ def test_100_cancelled_streams_leave_threads_and_memory_flat(server: tuple[Serve
                 marker = tmp_path / f"rest-{index}"
                 with http.stream("POST", "/models/endless/generate_stream", json={"marker": str(marker)}) as response:
                     next(response.iter_lines())
-                wait_for(marker)
+                closed(marker)
         for index in range(start, start + count):
             marker = tmp_path / f"grpc-{index}"
             taken: queue.Queue[Any] = queue.Queue()
             client = grpcclient.InferenceServerClient(address)
             client.start_stream(callback=lambda result, error, taken=taken: taken.put(error or result))
             client.async_stream_infer("endless", [text_input("marker", str(marker))])
-            taken.get(timeout=10)
+            taken.get(timeout=HANG)
             client.stop_stream(cancel_requests=True)
             client.close()
-            wait_for(marker)
+            closed(marker)
 
     cancel(20, 0)  # warm: the worker threads and the allocator's arenas reach their working size
     threads, rss = _threads_and_rss(running.pid)
     cancel(100, 20)
     threads_after, rss_after = _threads_and_rss(running.pid)
-    assert threads_after <= threads
+    # A stream that kept its thread would add one per stream (100). A few more than before can be honest: a
+    # closing generator's worker thread may still be finishing when the next stream asks for one, and the
+    # pool then starts another; how often depends on the machine's load, not on the server.
+    assert threads_after - threads < 8, f"{threads_after - threads} threads more after 100 cancelled streams"
     assert rss_after - rss < 16 * 2**20, f"RSS grew by {(rss_after - rss) / 2**20:.1f} MiB over 100 cancelled streams"
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from tests._servers import HOST, ROOT, child_env, free_port
+from tests._waiting import HANG
 
 # geventhttpclient, under tritonclient.http, still checks the host name with the deprecated ssl.match_hostname.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:ssl.match_hostname:DeprecationWarning")]
@@ -93,12 +94,12 @@ def tls_server(pki: dict[str, Path], *options: str, client_certificate: bool = F
     if client_certificate:
         context.load_cert_chain(str(pki["client"]), str(pki["client-key"]))
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + HANG
         while True:
             if process.poll() is not None:
                 log.seek(0)
                 raise AssertionError(log.read().decode(errors="replace"))
-            assert time.monotonic() < deadline, "the TLS server did not answer within 30 s"
+            assert time.monotonic() < deadline, f"the TLS server did not answer within {HANG} s"
             try:
                 connection = http.client.HTTPSConnection(HOST, port, context=context, timeout=2)
                 try:
@@ -176,7 +177,7 @@ def test_tritonclient_over_tls_on_both_wires_and_plaintext_refused(pki: dict[str
 
 
 def _https_status(port: int, context: ssl.SSLContext) -> int:
-    connection = http.client.HTTPSConnection(HOST, port, context=context, timeout=5)
+    connection = http.client.HTTPSConnection(HOST, port, context=context, timeout=30)
     try:
         connection.request("GET", "/v2/health/live")
         return connection.getresponse().status
@@ -211,7 +212,7 @@ def test_restricted_apis_on_a_real_server_with_tritonclient(pki: dict[str, Path]
         assert client.is_server_live()  # type: ignore[attr-defined]
         context = ssl.create_default_context(cafile=str(pki["ca"]))
         client.close()  # type: ignore[attr-defined]
-        connection = http.client.HTTPSConnection(HOST, port, context=context, timeout=5)
+        connection = http.client.HTTPSConnection(HOST, port, context=context, timeout=30)
         try:
             connection.request("POST", "/v2/models/identity/infer", body=b"{}")
             response = connection.getresponse()

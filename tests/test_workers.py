@@ -19,6 +19,7 @@ from oip_asgi._core.statistics import RequestTimes
 from oip_asgi._core.workers import WorkerPool
 
 from ._client import client
+from ._waiting import HANG, until
 
 pytestmark = pytest.mark.anyio
 
@@ -35,15 +36,15 @@ async def test_threads_are_bounded_and_started_on_demand() -> None:
     def held(x: np.ndarray) -> np.ndarray:
         seen.add(threading.get_ident())
         if len(seen) <= 2 and not release.is_set():
-            started.wait(timeout=10)
-            release.wait(timeout=10)
+            started.wait(timeout=HANG)
+            release.wait(timeout=HANG)
         return x
 
     app = oip_app({"m": Model(held, **SPECS)}, max_threads=2)
     assert app.core.pool.threads == 0
     async with client(app) as http:
         calls = [asyncio.ensure_future(http.post("/models/m/infer", json=REQUEST)) for _ in range(6)]
-        await asyncio.to_thread(started.wait, 10)  # both threads are busy; four calls wait for one
+        await asyncio.to_thread(started.wait, HANG)  # both threads are busy; four calls wait for one
         assert app.core.pool.threads == 2
         release.set()
         assert [(await call).status_code for call in calls] == [200] * 6
@@ -80,7 +81,7 @@ async def test_a_caller_that_leaves_frees_its_slot_and_the_thread_finishes_its_c
 
     def slow(x: np.ndarray) -> np.ndarray:
         started.set()
-        gate.wait(timeout=10)
+        gate.wait(timeout=HANG)
         finished.set()
         return x
 
@@ -88,14 +89,14 @@ async def test_a_caller_that_leaves_frees_its_slot_and_the_thread_finishes_its_c
     app = oip_app({"m": model}, max_threads=1)
     served = app.core.served.get("m")
     call = asyncio.ensure_future(served(DecodedRequest({"x": np.array([1], np.int32)}), RequestTimes()))
-    assert await asyncio.to_thread(started.wait, 10)
+    assert await asyncio.to_thread(started.wait, HANG)
     assert served.in_flight == 1
     call.cancel()  # the client left: the request's task is cancelled
     with pytest.raises(asyncio.CancelledError):
         await call
     assert served.in_flight == 0
     gate.set()
-    assert await asyncio.to_thread(finished.wait, 10)
+    assert await asyncio.to_thread(finished.wait, HANG)
     # The one thread is free again.
     result = await served(DecodedRequest({"x": np.array([5], np.int32)}), RequestTimes())
     assert result.tolist() == [5] and app.core.pool.threads == 1
@@ -120,12 +121,8 @@ async def test_lifespan_shutdown_stops_the_threads() -> None:
         pass
 
     await app({"type": "lifespan"}, receive, send)
-    for _ in range(200):
-        alive = workers() & before
-        if not alive:
-            break
-        await asyncio.sleep(0.01)
-    assert not alive and app.core.pool.threads == 0
+    await until(lambda: not workers() & before, "the worker threads stopped")
+    assert app.core.pool.threads == 0
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
