@@ -1,7 +1,7 @@
 """W12: Triton's `add_sub` Python model (a `TritonPythonModel`), served by ours and by Triton 2.51's Python backend.
 
-    PYTHONPATH=.:adapters .venv/bin/python bench/w12.py --rounds 3 --seconds 3
-    PYTHONPATH=.:adapters .venv/bin/python bench/w12.py --quick      # 1 round, 1 s windows: a smoke run
+    PYTHONPATH=.:adapters .venv/bin/python bench/run.py --workloads W12 --rounds 3 --seconds 3   # or bench/w12.py
+    PYTHONPATH=.:adapters .venv/bin/python bench/run.py --workloads W12 --quick      # 1 round, 1 s windows
 
 Run with an interpreter that has oip-asgi's `[grpc,test]` dependencies (ours is served by it, and tritonclient
 checks the answers); Triton comes from nvidia-pytriton 0.7.0, installed into bench/.peers/pytriton.
@@ -15,7 +15,7 @@ Three servers, each given a one-model repository holding add_sub's config.pbtxt:
   and Python backend that nvidia-pytriton 0.7.0 ships).
 
 Per server and round: start to ready (process start to /v2/health/ready answering 200), then over REST (wrk,
-one JSON body) and gRPC (bench/grpc_loadgen.py, one serialized ModelInferRequest) at c=1 and c=16: requests/s
+one JSON body) and gRPC (bench/loadgen/grpc_unary.py, one serialized ModelInferRequest) at c=1 and c=16: requests/s
 and server CPU per request (utime + stime of the server's process tree, Triton's stub process included, over the
 timed window). The server is pinned to core 0 and the load generator to core 1; each answer is checked with
 tritonclient first. Rounds interleave the servers; ratios are paired by round, their median reported.
@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,11 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import envs
-import loadgen
-import procs
+from harness import envs, loads, procs, report, rounds, servers
+from harness.rounds import Run
 
-SERVER_CORE, LOAD_CORE = 0, 1
 SERVERS = ("shim", "native", "triton")
 WIRES = ("rest", "grpc")
 CONCURRENCY = (1, 16)
@@ -141,185 +138,82 @@ def check(http_port: int, grpc_port: int) -> None:
 
 def make_server(
     name: str, repository: Path, log: Path, triton: tuple[Path, Path, dict[str, str]] | None
-) -> tuple[procs.Server, int]:
-    port, grpc_port = procs.free_port(), procs.free_port()
+) -> procs.Server:
+    ports = {"--port": procs.free_port(), "--grpc-port": procs.free_port()}
     if name == "triton":
         assert triton is not None
         binary, backends, env = triton
         command = [
-            str(binary),
-            "--model-repository",
-            str(repository),
-            "--backend-directory",
-            str(backends),
-            "--http-port",
-            str(port),
-            "--grpc-port",
-            str(grpc_port),
-            "--metrics-port",
-            str(procs.free_port()),
-            "--log-info",
-            "false",
-        ]
+            str(binary), "--model-repository", str(repository), "--backend-directory", str(backends),
+            "--http-port", str(ports["--port"]), "--grpc-port", str(ports["--grpc-port"]),
+            "--metrics-port", str(procs.free_port()), "--log-info", "false",
+        ]  # fmt: skip
     else:
         command = [
-            sys.executable,
-            "-m",
-            "oip_asgi",
-            "serve",
-            "--model-repository",
-            str(repository),
-            "--port",
-            str(port),
-            "--grpc-port",
-            str(grpc_port),
-            "--no-access-log",
-            "--log-level",
-            "warning",
-        ]
+            sys.executable, "-m", "oip_asgi", "serve", "--model-repository", str(repository),
+            "--port", str(ports["--port"]), "--grpc-port", str(ports["--grpc-port"]),
+            "--no-access-log", "--log-level", "warning",
+        ]  # fmt: skip
         env = {"PYTHONPATH": os.pathsep.join([str(envs.ROOT), str(envs.ROOT / "adapters")])}
-    return procs.Server(name, command, port, log, env), grpc_port
+    return procs.Server(name, command, ports["--port"], log, env, ports=ports)
 
 
-def load(
-    wire: str, port: int, grpc_port: int, bodies: dict[str, Path], c: int, seconds: float, wrk: str
-) -> dict[str, float]:
+def load(wire: str, server: procs.Server, bodies: dict[str, Path], c: int, seconds: float) -> tuple[int, float, int]:
+    """Requests, seconds and errors of one run on `wire`."""
     if wire == "rest":
-        url = f"http://127.0.0.1:{port}/v2/models/add_sub/infer"
-        command = [
-            "taskset",
-            "-c",
-            str(LOAD_CORE),
-            wrk,
-            "-t1",
-            f"-c{c}",
-            f"-d{max(1, round(seconds))}s",
-            "--timeout",
-            "30s",
-            "-s",
-            str(loadgen.LUA),
-            url,
-            "--",
-            str(bodies["rest"]),
-            "application/json",
-            "",
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60, check=False)
-        line = next((row for row in done.stdout.splitlines() if row.startswith('{"requests"')), None)
-        if done.returncode != 0 or line is None:
-            raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}"[:500])
-        summary = json.loads(line)
-        errors = sum(summary[key] for key in ("connect", "read", "write", "status", "timeout"))
-        return {"requests": summary["requests"], "seconds": summary["duration_us"] / 1e6, "errors": errors}
-    command = [
-        "taskset",
-        "-c",
-        str(LOAD_CORE),
-        sys.executable,
-        str(envs.BENCH / "grpc_loadgen.py"),
-        "load",
-        f"127.0.0.1:{grpc_port}",
-        str(bodies["grpc"]),
-        "-c",
-        str(c),
-        "-s",
-        str(seconds),
-    ]
-    env = {**os.environ, "PYTHONPATH": str(envs.ROOT)}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60, check=False, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"grpc_loadgen failed: {done.stderr.strip()[-400:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"requests": result["requests"], "seconds": result["seconds"], "errors": result["errors"]}
+        url = f"http://127.0.0.1:{server.port}/v2/models/add_sub/infer"
+        result = loads.wrk(url, bodies["rest"], "application/json", c, max(1, round(seconds)))
+        return result.requests, result.seconds, result.errors
+    address = f"127.0.0.1:{server.ports['--grpc-port']}"
+    args = ("load", address, str(bodies["grpc"]), "-c", str(c), "-s", str(seconds))
+    answer = loads.loadgen(Path(sys.executable), "grpc_unary.py", *args, env={"PYTHONPATH": str(envs.ROOT)})
+    return answer["requests"], answer["seconds"], answer["errors"]
 
 
-def measure(
-    name: str,
-    repository: Path,
-    args: Any,
-    bodies: dict[str, Path],
-    wrk: str,
-    triton: tuple[Path, Path, dict[str, str]] | None,
-    log: Path,
-) -> dict[str, float]:
-    server, grpc_port = make_server(name, repository, log, triton)
-    server.start(SERVER_CORE)
-    figures: dict[str, float] = {}
-    try:
-        figures["ready_s"] = server.wait_until("/v2/health/ready", time.perf_counter() + 120)
-        check(server.port, grpc_port)
-        for wire in WIRES:
-            for c in CONCURRENCY:
-                load(wire, server.port, grpc_port, bodies, c, args.warmup, wrk)
-                procs.wait_idle(server.tree())
-                pids = server.tree()
-                before = procs.cpu_seconds(pids)
-                result = load(wire, server.port, grpc_port, bodies, c, args.seconds, wrk)
-                cpu = procs.cpu_seconds(pids) - before
-                if result["errors"]:
-                    raise RuntimeError(f"{wire} c={c}: {result['errors']} errors")
-                figures[f"{wire}.rps_c{c}"] = result["requests"] / result["seconds"]
-                figures[f"{wire}.cpu_us_c{c}"] = cpu / max(result["requests"], 1) * 1e6
-    finally:
-        server.stop()
-    return figures
-
-
-def ratios(rounds: list[dict[str, dict[str, float]]]) -> dict[str, float]:
-    """Median over rounds of each round's ratio (paired by round)."""
-    found: dict[str, list[float]] = {}
-
-    def add(key: str, value: float) -> None:
-        found.setdefault(key, []).append(value)
-
-    for figures in rounds:
-        shim, native, triton = figures.get("shim"), figures.get("native"), figures.get("triton")
-        for wire in WIRES:
-            for c in CONCURRENCY:
-                if shim and native:
-                    add(
-                        f"{wire}: shim / native CPU per request (c={c})",
-                        shim[f"{wire}.cpu_us_c{c}"] / native[f"{wire}.cpu_us_c{c}"],
-                    )
-                if shim and triton:
-                    add(f"{wire}: shim / Triton req/s (c={c})", shim[f"{wire}.rps_c{c}"] / triton[f"{wire}.rps_c{c}"])
-        if shim and triton:
-            add("start to ready: shim / Triton", shim["ready_s"] / triton["ready_s"])
-    return {key: statistics.median(values) for key, values in found.items()}
-
-
-TARGETS = {"shim / native CPU": ("<=", 1.2), "shim / Triton req/s": (">=", 2.0), "start to ready": ("<=", 1 / 3)}
-
-
-def report(rounds: list[dict[str, dict[str, float]]], meta: dict[str, Any]) -> str:
-    lines = [
-        f"W12 ({meta['rounds']} rounds, {meta['seconds']} s windows; load {meta['loadavg_before']} before, "
-        f"{meta['loadavg_after']} after)",
-        "",
-        "| server | figure | median | rounds |",
-        "|---|---|---|---|",
-    ]
-    for name in SERVERS:
-        keys = sorted({key for figures in rounds for key in figures.get(name, {})})
-        for key in keys:
-            values = [figures[name][key] for figures in rounds if name in figures]
-            lines.append(
-                f"| {name} | {key} | {statistics.median(values):,.4g} | {', '.join(f'{v:,.4g}' for v in values)} |"
+def measure(name: str, server: procs.Server, args: Any, bodies: dict[str, Path], run: Run, round_index: int) -> None:
+    run.add(name, "ready_s", server.ready_s["/v2/health/ready"], round_index)
+    check(server.port, server.ports["--grpc-port"])
+    for wire in WIRES:
+        for c in CONCURRENCY:
+            load(wire, server, bodies, c, args.warmup)
+            cpu, (requests, seconds, errors) = procs.cpu_of(
+                server.tree(), lambda w=wire, c=c: load(w, server, bodies, c, args.seconds)
             )
-    lines += ["", "| ratio (median of the per-round ratios) | value | target | met |", "|---|---|---|---|"]
-    for key, value in ratios(rounds).items():
-        target = next((bound for label, bound in TARGETS.items() if label in key), None)
-        met = (
-            ""
-            if target is None
-            else ("yes" if (value <= target[1] if target[0] == "<=" else value >= target[1]) else "NO")
-        )
-        lines.append(f"| {key} | {value:.3f} | {'' if target is None else f'{target[0]} {target[1]:.3g}'} | {met} |")
-    return "\n".join(lines)
+            if errors:
+                raise RuntimeError(f"{wire} c={c}: {errors} errors")
+            run.add(name, f"{wire}.rps_c{c}", requests / seconds, round_index)
+            run.add(name, f"{wire}.cpu_us_c{c}", cpu / max(requests, 1) * 1e6, round_index)
+
+
+# label -> (ours, theirs, metric, the bar and which side of it is met)
+RATIOS = {
+    **{f"{wire}: shim / native CPU per request (c={c})": ("shim", "native", f"{wire}.cpu_us_c{c}", 1.2, "lower")
+       for wire in WIRES for c in CONCURRENCY},
+    **{f"{wire}: shim / Triton req/s (c={c})": ("shim", "triton", f"{wire}.rps_c{c}", 2.0, "higher")
+       for wire in WIRES for c in CONCURRENCY},
+    "start to ready: shim / Triton": ("shim", "triton", "ready_s", 1 / 3, "lower"),
+}  # fmt: skip
+METRICS = {
+    "ready_s": ("start to ready (s)", "lower"),
+    **{f"{wire}.{figure}_c{c}": (f"{wire}: {title} (c={c})", better) for wire in WIRES for c in CONCURRENCY
+       for figure, title, better in (("rps", "req/s", "higher"), ("cpu_us", "server CPU µs/request", "lower"))},
+}  # fmt: skip
+
+
+def targets(run: Run) -> list[dict[str, Any]]:
+    """Issue 27's bars: each ratio the median of the per-round ratios (paired by round)."""
+    rows = []
+    for label, (ours, theirs, metric, bar, better) in RATIOS.items():
+        if ours in run.samples and theirs in run.samples:
+            value = rounds.paired_ratio(run.samples[ours].get(metric, []), run.samples[theirs].get(metric, []))
+            rows.append({"target": label, "value": value, "bar": bar, "better": better})
+    return report.judged(rows)
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="bench/run.py --workloads W12", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--workloads", choices=["W12"], default="W12")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--warmup", type=float, default=1.0)
@@ -330,47 +224,42 @@ def main(argv: list[str]) -> None:
     if args.quick:
         args.rounds, args.seconds, args.warmup = 1, 1.0, 1.0
     names = [name for name in args.servers.split(",") if name]
-    wrk = loadgen.ensure_wrk()
+    run = Run()
     triton = None
     if "triton" in names:
         problem = envs.ensure_env(TRITON_ENV, TRITON_REQUIREMENTS)
         if problem:
-            print(f"triton: not measured: {problem}", flush=True)
+            run.fail("triton", "server", f"cannot install: {problem}")
             names.remove("triton")
         else:
             triton = triton_backends(envs.venv_python(TRITON_ENV))
-    args.results.mkdir(parents=True, exist_ok=True)
-    meta: dict[str, Any] = {
-        "rounds": args.rounds,
-        "seconds": args.seconds,
-        "loadavg_before": Path("/proc/loadavg").read_text().split()[:3],
-    }
-    rounds: list[dict[str, dict[str, float]]] = []
+    loadavg = [report.loadavg()]
+    started = time.time()
     with tempfile.TemporaryDirectory(prefix="w12-") as directory:
         root = Path(directory)
         repos = repositories(root)
         bodies = {"rest": root / "rest.json", "grpc": root / "grpc.bin"}
         bodies["rest"].write_text(json.dumps(REST_BODY))
         grpc_body(bodies["grpc"])
-        for index in range(args.rounds):
-            # Interleaved, and each round in another order: drift in the machine's load spreads over the servers.
-            order = names[index % len(names) :] + names[: index % len(names)]
-            figures: dict[str, dict[str, float]] = {}
+        for round_index, order in rounds.each_round(args.rounds, names):
             for name in order:
-                print(f"round {index + 1}/{args.rounds}: {name}", flush=True)
-                figures[name] = measure(
-                    name, repos[name], args, bodies, wrk, triton, args.results / "logs" / f"{name}.log"
-                )
-                print(f"  {json.dumps({key: round(value, 4) for key, value in figures[name].items()})}", flush=True)
-            rounds.append(figures)
-    meta["loadavg_after"] = Path("/proc/loadavg").read_text().split()[:3]
-    text = report(rounds, meta)
-    (args.results / "w12.json").write_text(
-        json.dumps({"meta": meta, "rounds": rounds, "ratios": ratios(rounds)}, indent=1)
+                log = args.results / "logs" / f"{name}.log"
+                try:
+                    with servers.running(make_server(name, repos[name], log, triton)) as server:
+                        measure(name, server, args, bodies, run, round_index)
+                except (servers.NotReady, RuntimeError, subprocess.TimeoutExpired) as exc:
+                    run.fail(name, "server", str(exc))
+                figures = {key: round(values[-1], 4) for key, values in run.samples.get(name, {}).items()}
+                print(f"  {name}: {json.dumps(figures)}", flush=True)
+    loadavg.append(report.loadavg())
+    medians = rounds.medians(run.samples)
+    rows = targets(run)
+    settings = {"rounds": args.rounds, "seconds": args.seconds, "warmup": args.warmup}
+    document = report.document(report.command("bench/run.py", argv), started, settings, run,
+                               loadavg_before_after=loadavg, medians=medians, targets=rows)  # fmt: skip
+    markdown = report.table(METRICS, medians, [name for name in SERVERS if name in medians], {})
+    markdown += "\n\n" + report.targets_table(rows).replace(
+        "| target | ours |", "| ratio (median of the per-round ratios) | value |"
     )
-    (args.results / "w12.md").write_text(text + "\n")
-    print(text)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    title = f"W12 ({args.rounds} rounds, {args.seconds:g} s windows; load average before/after: {' / '.join(loadavg)})"
+    report.write(args.results, "w12", title, document, markdown)
