@@ -3,6 +3,7 @@ pair the values of one round (the shared machine's speed drifts between rounds, 
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +29,26 @@ class Run:
     def fail(self, series: str, what: str, reason: str) -> None:
         self.errors.setdefault(series, {}).setdefault(what, reason)
         print(f"  {series} {what}: NOT MEASURED: {reason[:300]}", flush=True)
+
+
+def parser(key: str, description: str | None, servers: Sequence[str]) -> argparse.ArgumentParser:
+    """The options every workload of `bench/run.py --workloads KEY` takes; add its own, then `defaults`."""
+    found = argparse.ArgumentParser(prog=f"bench/run.py --workloads {key}", description=description,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    found.add_argument("--workloads", default=key)
+    found.add_argument("--quick", action="store_true", help="a smoke run: 1 round, 1 s windows")
+    found.add_argument("--rounds", type=int, help="interleaved rounds")
+    found.add_argument("--seconds", type=float, help="the timed window of each load run")
+    found.add_argument("--warmup", type=float, help="load before each timed window")
+    found.add_argument("--servers", default=",".join(servers), help="comma-separated subset of " + ",".join(servers))
+    return found
+
+
+def defaults(args: argparse.Namespace, rounds: int, seconds: float, warmup: float, quick_warmup: float) -> None:
+    """What --rounds, --seconds and --warmup are when not given; --quick: 1 round of 1 s windows."""
+    args.rounds = args.rounds or (1 if args.quick else rounds)
+    args.seconds = args.seconds or (1.0 if args.quick else seconds)
+    args.warmup = args.warmup if args.warmup is not None else (quick_warmup if args.quick else warmup)
 
 
 def rotated(names: Sequence[T], round_index: int) -> list[T]:

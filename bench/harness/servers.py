@@ -14,6 +14,7 @@ from harness import envs, procs
 UVICORN_STACK = ("starlette", "uvicorn", "uvloop", "httptools")
 MODEL_FILE_LIBRARIES = ("scikit-learn", "xgboost", "xgboost-cpu", "onnxruntime")
 V2_READY = ("/v2/health/ready",)
+IDENTITY_READY = (*V2_READY, "/v2/models/identity_bytes/ready")
 
 
 class NotReady(Exception):
@@ -50,7 +51,7 @@ PEERS = {
         "ours",
         envs.OURS_REQUIREMENTS,
         "ours_app.py",
-        ready=(*V2_READY, "/v2/models/identity_bytes/ready"),
+        ready=IDENTITY_READY,
         imports="import oip_asgi",
         distributions=(*OURS_DISTRIBUTIONS, *MODEL_FILE_LIBRARIES),
     ),
@@ -59,7 +60,7 @@ PEERS = {
         "ours",
         envs.OURS_REQUIREMENTS,
         "ours_app.py",
-        ready=(*V2_READY, "/v2/models/identity_bytes/ready"),
+        ready=IDENTITY_READY,
         imports="import oip_asgi",
         distributions=OURS_DISTRIBUTIONS,
     ),
@@ -68,7 +69,7 @@ PEERS = {
         ("mlserver==1.7.1", "mlserver-sklearn==1.7.1", "mlserver-xgboost==1.7.1", *envs.MODEL_FILE_PINS[:2]),
         "mlserver_app.py",
         ("--grpc-port", "--metrics-port"),
-        ready=(*V2_READY, "/v2/models/identity_bytes/ready"),
+        ready=IDENTITY_READY,
         imports="import mlserver",
         distributions=(
             "mlserver",
@@ -85,7 +86,7 @@ PEERS = {
         ("kserve==0.21.0",),
         "kserve_app.py",
         ("--grpc-port",),
-        ready=(*V2_READY, "/v2/models/identity_bytes/ready"),
+        ready=IDENTITY_READY,
         imports="import kserve",
         distributions=("kserve", "fastapi", "numpy", *UVICORN_STACK),
     ),
@@ -94,7 +95,7 @@ PEERS = {
         ("nvidia-pytriton==0.7.0", envs.MODEL_FILE_PINS[2]),
         "pytriton_app.py",
         ("--grpc-port", "--metrics-port"),
-        ready=(*V2_READY, "/v2/models/identity_bytes/ready"),
+        ready=IDENTITY_READY,
         libpython=True,
         imports="import pytriton.triton",
         distributions=("nvidia-pytriton", "tritonclient", "numpy", "onnxruntime"),

@@ -30,6 +30,20 @@ class Stream:
     window_only: bool  # the c=16 first-frame median of the streams the window started (else the warm-up's too)
 
 
+def metrics(rate: str, unit: str, first: str, alone: str) -> dict[str, tuple[str, str]]:
+    """What `measure` records, titled: `rate` the frames/s metric's name, `unit` a frame's, `first` the first
+    frame's, `alone` how the probe's streams run."""
+    return {
+        f"{rate}_c1": (f"{unit}s/s (c=1)", "higher"),
+        f"{rate}_c16": (f"{unit}s/s (c=16)", "higher"),
+        "cpu_us_c1": (f"server CPU µs/{unit} (c=1)", "lower"),
+        "cpu_us_c16": (f"server CPU µs/{unit} (c=16)", "lower"),
+        "ttft_p50_ms": (f"time to first {first}, p50 ms ({alone})", "lower"),
+        "ttft_p99_ms": (f"time to first {first}, p99 ms ({alone})", "lower"),
+        "ttft_c16_ms": (f"time to first {first}, median ms (c=16)", "lower"),
+    }
+
+
 def measure(
     series: str,
     stream: Stream,

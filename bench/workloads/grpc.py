@@ -18,7 +18,6 @@ gRPC ports were already open (MLServer, PyTriton), KServe's with `enable_grpc=Tr
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from pathlib import Path
@@ -132,23 +131,14 @@ def measure_server(name: str, python: Path, bodies: Path, args: Any, run: Run, r
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="bench/run.py --workloads G1,G2,G4", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--quick", action="store_true", help="1 round, 1 s per timed run, no warm-up")
-    parser.add_argument("--rounds", type=int)
-    parser.add_argument("--seconds", type=float)
-    parser.add_argument("--warmup", type=float)
-    parser.add_argument("--servers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
-    parser.add_argument("--workloads", default=",".join(KEYS))
+    parser = rounds.parser(",".join(KEYS), __doc__, list(PEERS))
     parser.add_argument("--keep-memory", action="store_true", help="every server with glibc keeping its memory")
     parser.add_argument("--base", type=Path, help="serve 'base' from this checkout of oip-asgi (another commit)")
     parser.add_argument("--results", type=Path, help="default: bench/results/grpc (grpc-keep-memory)")
     args = parser.parse_args(argv)
     if args.results is None:
         args.results = envs.BENCH / "results" / ("grpc-keep-memory" if args.keep_memory else "grpc")
-    args.rounds = args.rounds or (1 if args.quick else 5)
-    args.seconds = args.seconds or (1.0 if args.quick else 5.0)
-    args.warmup = args.warmup if args.warmup is not None else (0.0 if args.quick else 1.0)
+    rounds.defaults(args, 5, 5.0, 1.0, 0.0)
     args.workloads = args.workloads.split(",")
     names = [name for name in PEERS if name in args.servers.split(",")]
     if "base" in names:

@@ -26,7 +26,6 @@ cannot be installed, started or checked is reported with the reason; the others 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import subprocess
 import time
@@ -56,15 +55,7 @@ WIRES = {  # server -> wire -> what the load generator posts and how it cuts fra
     "mlserver": {"rest": {**GENERATE, "body": "v2"}, "grpc": {"message": "infer"}},
     "litserve": {"rest": {"path": "/predict", "body": "litserve", "frames": "ndjson"}},
 }
-METRICS = {
-    "fps_c1": ("frames/s (c=1)", "higher"),
-    "fps_c16": ("frames/s (c=16)", "higher"),
-    "cpu_us_c1": ("server CPU µs/frame (c=1)", "lower"),
-    "cpu_us_c16": ("server CPU µs/frame (c=16)", "lower"),
-    "ttft_p50_ms": ("time to first response, p50 ms (one stream at a time)", "lower"),
-    "ttft_p99_ms": ("time to first response, p99 ms (one stream at a time)", "lower"),
-    "ttft_c16_ms": ("time to first response, median ms (c=16)", "lower"),
-}
+METRICS = streaming.metrics("fps", "frame", "response", "one stream at a time")
 
 
 def measure_server(name: str, wire: str, python: Path, args: Any, run: Run, round_index: int) -> None:
@@ -110,23 +101,14 @@ def targets(
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="bench/run.py --workloads W10", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--workloads", choices=["W10"], default="W10")
-    parser.add_argument("--quick", action="store_true", help="1 round, 1 s windows, 0.5 s warm-up")
-    parser.add_argument("--rounds", type=int)
-    parser.add_argument("--seconds", type=float, help="the timed window of each load run (default 3)")
-    parser.add_argument("--warmup", type=float, help="streaming before the window opens (default 1)")
-    parser.add_argument("--servers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
+    parser = rounds.parser("W10", __doc__, list(PEERS))
     parser.add_argument("--wires", default="rest,grpc")
     parser.add_argument("--ttft-tokens", type=int, default=16, help="frames per stream of the TTFT probe")
     parser.add_argument("--ttft-repeat", type=int, help="streams in the TTFT probe (default 50, quick 10)")
     parser.add_argument("--ours-source", type=Path, help="serve ours from this checkout (e.g. another branch's)")
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results" / "w10")
     args = parser.parse_args(argv)
-    args.rounds = args.rounds or (1 if args.quick else 5)
-    args.seconds = args.seconds or (1.0 if args.quick else 3.0)
-    args.warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 1.0)
+    rounds.defaults(args, 5, 3.0, 1.0, 0.5)
     args.ttft_repeat = args.ttft_repeat or (10 if args.quick else 50)
     args.wires = args.wires.split(",")
     if args.ours_source is not None:

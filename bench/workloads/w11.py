@@ -23,7 +23,6 @@ to first chunk: `--ttft-repeat` answers one after another (p50, p99; for a whole
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
@@ -47,15 +46,7 @@ PEERS = {
 SERVED = {"ours": tuple(WORKLOADS), "litserve": ("chat_stream", "chat_whole")}
 # What each of ours is compared with: LitServe has no /v1/completions.
 COUNTERPART = {"chat_stream": "chat_stream", "chat_whole": "chat_whole", "completion_whole": "chat_whole"}
-METRICS = {
-    "rate_c1": ("chunks/s (c=1)", "higher"),
-    "rate_c16": ("chunks/s (c=16)", "higher"),
-    "cpu_us_c1": ("server CPU µs/chunk (c=1)", "lower"),
-    "cpu_us_c16": ("server CPU µs/chunk (c=16)", "lower"),
-    "ttft_p50_ms": ("time to first chunk, p50 ms (c=1)", "lower"),
-    "ttft_p99_ms": ("time to first chunk, p99 ms (c=1)", "lower"),
-    "ttft_c16_ms": ("time to first chunk, median ms (c=16)", "lower"),
-}
+METRICS = streaming.metrics("rate", "chunk", "chunk", "c=1")
 LOADGEN_ENV = {"PYTHONPATH": str(envs.ROOT)}  # the load generator imports oip_asgi's generated messages
 
 
@@ -79,20 +70,11 @@ def measure_server(name: str, python: Path, args: Any, run: Run, round_index: in
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="bench/run.py --workloads W11", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--workloads", choices=["W11"], default="W11")
-    parser.add_argument("--quick", action="store_true", help="1 round, 1 s windows, 0.5 s warm-up")
-    parser.add_argument("--rounds", type=int)
-    parser.add_argument("--seconds", type=float, help="the timed window of each load run (default 3)")
-    parser.add_argument("--warmup", type=float, help="load before the window opens (default 1)")
-    parser.add_argument("--servers", default=",".join(PEERS))
+    parser = rounds.parser("W11", __doc__, list(PEERS))
     parser.add_argument("--ttft-repeat", type=int, help="answers in the time-to-first-chunk probe (default 30)")
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results" / "w11")
     args = parser.parse_args(argv)
-    args.rounds = args.rounds or (1 if args.quick else 3)
-    args.seconds = args.seconds or (1.0 if args.quick else 3.0)
-    args.warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 1.0)
+    rounds.defaults(args, 3, 3.0, 1.0, 0.5)
     args.ttft_repeat = args.ttft_repeat or (10 if args.quick else 30)
     # Ours and the load generator run on this interpreter (the project's environment, this checkout first).
     args.loadgen_python = Path(sys.executable)

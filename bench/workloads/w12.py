@@ -23,7 +23,6 @@ tritonclient first. Rounds interleave the servers; ratios are paired by round, t
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -211,18 +210,10 @@ def targets(run: Run) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="bench/run.py --workloads W12", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--workloads", choices=["W12"], default="W12")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--servers", default=",".join(SERVERS))
-    parser.add_argument("--quick", action="store_true", help="1 round, 1 s windows and warm-up")
+    parser = rounds.parser("W12", __doc__, SERVERS)
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results" / "w12")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.rounds, args.seconds, args.warmup = 1, 1.0, 1.0
+    rounds.defaults(args, 3, 3.0, 1.0, 1.0)
     names = [name for name in args.servers.split(",") if name]
     run = Run()
     triton = None
