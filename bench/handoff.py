@@ -33,6 +33,7 @@ from typing import Any
 
 import anyio.to_thread
 import uvloop
+from harness import report, rounds
 
 from oip_asgi._core.workers import DEFAULT_MAX_THREADS, WorkerPool
 
@@ -86,7 +87,7 @@ async def measure(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]
         for call in calls.values():
             await sample(call, concurrency, min(args.calls, 2000))
     for round_index in range(args.rounds):
-        order = METHODS[round_index % len(METHODS) :] + METHODS[: round_index % len(METHODS)]
+        order = rounds.rotated(METHODS, round_index)
         for concurrency in args.concurrency:
             for method in order:
                 samples[f"c{concurrency}"][method].append(await sample(calls[method], concurrency, args.calls))
@@ -141,7 +142,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "settings": {"rounds": args.rounds, "calls": args.calls, "threads": args.threads, "core": args.core},
         "versions": {"python": platform.python_version(), "uvloop": uvloop.__version__, "anyio": _version("anyio")},
-        "cpu": _cpu_model(),
+        "cpu": report.cpu_model(),
         "samples_s": samples,
         **summary,
     }
@@ -157,13 +158,6 @@ def _version(distribution: str) -> str:
     from importlib.metadata import version
 
     return version(distribution)
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 if __name__ == "__main__":

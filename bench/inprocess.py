@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -25,51 +24,14 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE / "apps")]
 
 import floor_app  # noqa: E402  (siblings, found through the path above)
-from workloads import SEED, json_request  # noqa: E402
+from harness.inprocess import requester  # noqa: E402
+from workloads.http_bodies import SEED, json_request  # noqa: E402
 
 import oip_asgi  # noqa: E402
 
 
 async def identity(**inputs: Any) -> dict[str, Any]:
     return inputs  # as apps/ours_app.py serves it
-
-
-def drive(coroutine: Coroutine[Any, Any, None]) -> None:
-    """Run a coroutine that never waits: the apps' receive and send below return at once."""
-    try:
-        coroutine.send(None)
-    except StopIteration:
-        return
-    raise RuntimeError("the app waited on something")
-
-
-def requester(app: Any, path: str, body: bytes) -> Callable[[], None]:
-    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    message = {"type": "http.request", "body": body, "more_body": False}
-    statuses: list[int] = []
-
-    async def receive() -> dict[str, Any]:
-        return message
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            statuses.append(message["status"])
-
-    def request() -> None:
-        scope = {
-            "type": "http",
-            "method": "POST",
-            "path": path,
-            "root_path": "",
-            "query_string": b"",
-            "headers": headers,
-        }
-        drive(app(scope, receive, send))
-
-    request()
-    if statuses != [200]:
-        raise RuntimeError(f"{path} answered {statuses}")
-    return request
 
 
 def main() -> None:

@@ -44,13 +44,14 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     sys.path[:0] = [str(HERE), str(HERE / "apps")]
     import numpy as np
     from starlette.applications import Starlette
-    from workloads import SEED, W9_KINDS, json_request
+    from workloads.http_bodies import SEED, W9_KINDS, json_request
 
     import oip_asgi
 
     body = json_request("INPUT0", np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32))
     if case == "W1":
-        from inprocess import identity, requester
+        from harness.inprocess import requester
+        from inprocess import identity
 
         app = Starlette()
         oip_asgi.mount(app, {"identity": identity}, path="/v2")
@@ -60,7 +61,7 @@ def run(case: str, count: int, bodies: Path | None) -> None:
         return
     import ours_app
     import uvloop
-    from w9_inprocess import app_requester
+    from harness.inprocess import app_requester
 
     loop = uvloop.new_event_loop()
     if case.startswith("W12"):
@@ -94,8 +95,8 @@ def w12(loop: Any, server: str, count: int) -> None:
     """W12's add_sub request through the app serving its repository: as a `TritonPythonModel` or native."""
     import json
 
-    import w12
-    from w9_inprocess import app_requester
+    from harness.inprocess import app_requester
+    from workloads import w12
 
     import oip_asgi
 
@@ -113,7 +114,7 @@ def w12_calls(loop: Any, server: str, count: int) -> None:
     """W12's add_sub model called as the core calls it, with no app around it: the shim's own cost is
     `W12shim-call` minus `W12native-call` (the same arithmetic as a plain function)."""
     import numpy as np
-    import w12
+    from workloads import w12
 
     from oip_asgi._core.request import DecodedRequest
     from oip_asgi._declarations.repository import read_model

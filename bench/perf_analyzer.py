@@ -50,17 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import envs
-import procs
+from harness import envs, procs, servers
 
 TRITONCLIENT = "2.50.0"
 CUDA_RUNTIME = "nvidia-cuda-runtime-cu12"
 HOME = envs.PEERS / "perf_analyzer"
 BINARY = HOME / "bin" / "perf_analyzer"
 LIBRARIES = HOME / "lib"  # libcudart.so.12, for LD_LIBRARY_PATH
-SERVER_CORE, CLIENT_CORE = 0, 1
-SERVER_ENV = "ours-grpc"  # grpc_bench.py's: oip-asgi with the examples and grpc extras, uvloop, httptools
-SERVER_REQUIREMENTS = (f"-e {envs.ROOT}[examples,grpc]", "uvloop", "httptools")
 SIMPLE_SHAPES = ("--shape", "INPUT0:1,16", "--shape", "INPUT1:1,16")  # simple's dims are [-1, 16]: unbatched
 TEXT = ("--string-data", "hello", "--shape", "TEXT:8")
 JSON_TENSORS = ("--input-tensor-format", "json", "--output-tensor-format", "json")
@@ -153,7 +149,7 @@ def perf_analyzer(
     run: Run, address: str, settings: tuple[str, ...], csv_path: Path
 ) -> subprocess.CompletedProcess[str]:
     command = [
-        "taskset", "-c", str(CLIENT_CORE), str(BINARY), "-m", run.model, "-u", address, "-i", run.protocol,
+        "taskset", "-c", str(procs.LOAD_CORE), str(BINARY), "-m", run.model, "-u", address, "-i", run.protocol,
         *run.options, *settings, "-f", str(csv_path),
     ]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, env=environment(), timeout=900, check=False)
@@ -200,10 +196,10 @@ def main(argv: list[str]) -> None:
     )  # fmt: skip
     python = args.ours_python
     if python is None:
-        reason = envs.ensure_env(SERVER_ENV, SERVER_REQUIREMENTS)
+        reason = envs.ensure_env(envs.OURS_GRPC_ENV, envs.OURS_GRPC_REQUIREMENTS)
         if reason:
             raise SystemExit(f"cannot install the server's environment: {reason}")
-        python = envs.venv_python(SERVER_ENV)
+        python = envs.venv_python(envs.OURS_GRPC_ENV)
     port, grpc_port = procs.free_port(), procs.free_port()
     server = procs.Server(
         "ours",
@@ -213,6 +209,7 @@ def main(argv: list[str]) -> None:
         ],
         port,
         results / "raw" / "server.log",  # git-ignored
+        ports={"--port": port, "--grpc-port": grpc_port},
     )  # fmt: skip
     summary: dict[str, Any] = {
         "command": "python3 bench/perf_analyzer.py" + ("" if not argv else " " + " ".join(argv)),
@@ -223,7 +220,7 @@ def main(argv: list[str]) -> None:
         "runs": {},
     }
     chosen = [run for run in RUNS if run.key in args.runs.split(",")]
-    summary["runs"] = measure(server, chosen, {"http": port, "grpc": grpc_port}, settings, results)
+    summary["runs"] = measure(server, chosen, settings, results)
     if args.peers:
         summary["peers"] = {}
         for name, peer in peer_servers(python, results).items():
@@ -231,28 +228,21 @@ def main(argv: list[str]) -> None:
                 print(f"{name}: NOT RUN: {peer}", flush=True)
                 summary["peers"][name] = {"error": [peer]}
                 continue
-            server, ports = peer
-            summary["versions"][name] = envs.versions(Path(server.command[0]), PEER_DISTRIBUTIONS[name])
-            summary["peers"][name] = measure(server, PEER_RUNS, ports, settings, results, prefix=f"{name}-")
+            summary["versions"][name] = envs.versions(Path(peer.command[0]), PEER_DISTRIBUTIONS[name])
+            summary["peers"][name] = measure(peer, PEER_RUNS, settings, results, prefix=f"{name}-")
     (results / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (results / "summary.md").write_text(markdown(summary))
     print(markdown(summary))
 
 
 def measure(
-    server: procs.Server,
-    runs: Sequence[Run],
-    ports: dict[str, int],
-    settings: tuple[str, ...],
-    results: Path,
-    prefix: str = "",
+    server: procs.Server, runs: Sequence[Run], settings: tuple[str, ...], results: Path, prefix: str = ""
 ) -> dict[str, Any]:
     """`runs` against `server`, started here and stopped after; each run's entry for the summary."""
     entries: dict[str, Any] = {}
-    server.start(SERVER_CORE)
-    try:
+    ports = {"http": server.ports["--port"], "grpc": server.ports.get("--grpc-port", 0)}
+    with servers.running(server, 120):
         deadline = time.perf_counter() + 120
-        server.wait_until("/v2/health/ready", deadline)
         for model in dict.fromkeys(run.model for run in runs):  # PyTriton binds its models after it is ready
             server.wait_until(f"/v2/models/{model}/ready", deadline)
         for run in runs:
@@ -279,51 +269,31 @@ def measure(
                         flush=True,
                     )
             entries[key] = entry
-    finally:
-        server.stop()
     return entries
 
 
-def peer_servers(python: Path, results: Path) -> dict[str, tuple[procs.Server, dict[str, int]] | str]:
-    """W8's MLP served by ours (bench/apps/ours_app.py) and by PyTriton (Triton): each server and its ports,
-    or why it cannot run. Both batch it alike: 32 rows or 2 ms, the same weights."""
+def peer_servers(python: Path, results: Path) -> dict[str, procs.Server | str]:
+    """W8's MLP served by ours (bench/apps/ours_app.py) and by PyTriton (Triton): each server, or why it cannot
+    run. Both batch it alike: 32 rows or 2 ms, the same weights."""
     import numpy as np  # the harness's: only --peers needs it
-    import workloads
+    from workloads import http_bodies
 
-    weights = results / "raw" / workloads.MLP_WEIGHTS
+    weights = results / "raw" / http_bodies.MLP_WEIGHTS
     weights.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(weights, **workloads.mlp_weights(np.random.default_rng(workloads.SEED + 8)))
-    servers: dict[str, tuple[procs.Server, dict[str, int]] | str] = {}
-    port = procs.free_port()
-    servers["ours"] = (
-        procs.Server(
-            "ours",
-            [str(python), str(envs.APPS / "ours_app.py"), "--port", str(port), "--mlp-weights", str(weights)],
-            port,
-            results / "raw" / "ours-mlp.log",
-        ),
-        {"http": port},
-    )
-    spec = envs.SPECS["pytriton"]
-    reason = envs.ensure_env(spec.env, spec.requirements)
-    if reason:
-        servers["pytriton"] = f"cannot install: {reason}"
-        return servers
-    triton_python = envs.venv_python(spec.env)
-    port, grpc_port, metrics_port = procs.free_port(), procs.free_port(), procs.free_port()
-    command = [
-        str(triton_python), str(envs.APPS / spec.app), "--port", str(port), "--grpc-port", str(grpc_port),
-        "--metrics-port", str(metrics_port), "--mlp-weights", str(weights), "--open-statistics",
-    ]  # fmt: skip
-    # Triton's Python-backend stub links libpython by name: point it at this interpreter's own (bench/README.md).
-    library_path = os.pathsep.join(filter(None, [envs.libpython_dir(triton_python), os.environ.get("LD_LIBRARY_PATH")]))
-    servers["pytriton"] = (
-        procs.Server(
-            "pytriton", command, port, results / "raw" / "pytriton.log", env={"LD_LIBRARY_PATH": library_path}
-        ),
-        {"http": port, "grpc": grpc_port},
-    )
-    return servers
+    np.savez(weights, **http_bodies.mlp_weights(np.random.default_rng(http_bodies.SEED + 8)))
+    mlp = ["--mlp-weights", str(weights)]
+    found: dict[str, procs.Server | str] = {
+        "ours": servers.app_server("ours", servers.PEERS["ours"], python, results / "raw" / "ours-mlp.log", mlp)
+    }
+    pythons, failures = servers.install({"pytriton": servers.PEERS["pytriton"]})
+    if failures:
+        found["pytriton"] = failures["pytriton"]
+        return found
+    log = results / "raw" / "pytriton.log"
+    # PyTriton 0.7 puts Triton's statistics behind an access token by default; perf_analyzer reads them.
+    args = [*mlp, "--open-statistics"]
+    found["pytriton"] = servers.app_server("pytriton", servers.PEERS["pytriton"], pythons["pytriton"], log, args)
+    return found
 
 
 def markdown(summary: dict[str, Any]) -> str:

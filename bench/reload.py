@@ -10,28 +10,24 @@
     python bench/reload.py [--rounds 5] [--python PATH]
 
 The server (`oip-asgi serve --model-repository`, explicit mode) is pinned to core 0 and wrk to core
-1 with taskset, as in run.py; wrk comes from Debian's package. Run it with an interpreter that has
-oip-asgi[serve] installed (the default is this one).
+1 with taskset, as every workload is (bench/harness/); wrk comes from Debian's package. Run it with
+an interpreter that has oip-asgi[serve] installed (the default is this one).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from harness import envs, loads, procs, servers
+
 MODEL = """
 from oip_asgi import Model, TensorSpec
 
@@ -66,13 +62,9 @@ def post(url: str, data: bytes = b"") -> int:
         return int(response.status)
 
 
-def wrk(port: int, seconds: int, connections: int, body: Path) -> dict[str, int]:
-    command = ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
-               "-s", str(HERE / "post.lua"), f"http://127.0.0.1:{port}/v2/models/steady/infer", "--",
-               str(body), "application/json"]  # fmt: skip
-    output = subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 30).stdout
-    result: dict[str, int] = json.loads(output.strip().splitlines()[-1])
-    return result
+def wrk(port: int, seconds: int, connections: int, body: Path) -> loads.LoadResult:
+    url = f"http://127.0.0.1:{port}/v2/models/steady/infer"
+    return loads.wrk(url, body, "application/json", connections, seconds, timeout="10s")
 
 
 def main() -> None:
@@ -81,49 +73,19 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs oip-asgi serve")
     parser.add_argument("--load", choices=sorted(LOADS), default="io", help="what the 2-second load does")
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is missing: apt-get install -y wrk")
     with tempfile.TemporaryDirectory(prefix="oip-reload-") as directory:
         root = Path(directory, "models")
         write_repository(root, args.load)
         body = Path(directory, "body.json")
         body.write_text(BODY)
-        port = 18981
-        server = subprocess.Popen(
-            [
-                "taskset",
-                "-c",
-                "0",
-                args.python,
-                "-m",
-                "oip_asgi",
-                "serve",
-                "--model-repository",
-                str(root),
-                "--model-control-mode",
-                "explicit",
-                "--load-model",
-                "steady",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-                "--no-access-log",
-            ],  # fmt: skip
-            start_new_session=True,
-        )
+        port = procs.free_port()
+        command = [
+            args.python, "-m", "oip_asgi", "serve", "--model-repository", str(root), "--model-control-mode",
+            "explicit", "--load-model", "steady", "--port", str(port), "--log-level", "warning", "--no-access-log",
+        ]  # fmt: skip
         base = f"http://127.0.0.1:{port}/v2"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if urllib.request.urlopen(f"{base}/health/ready", timeout=2).status == 200:
-                        break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("the server did not become ready")
-                time.sleep(0.1)
+        log = envs.BENCH / "results" / "raw" / "logs" / "reload.log"
+        with servers.running(procs.Server("reload", command, port, log), 30):
             wrk(port, 1, 4, body)  # warm-up
             ratios, quiet_p99, loading_p99 = [], [], []
             for round_ in range(args.rounds):
@@ -133,10 +95,10 @@ def main() -> None:
                 loader.start()  # a 2-second load, inside the window
                 loading = wrk(port, 3, 4, body)
                 loader.join(60)
-                quiet_p99.append(quiet["p99_us"])
-                loading_p99.append(loading["p99_us"])
-                ratios.append(loading["p99_us"] / quiet["p99_us"])
-                print(f"round {round_ + 1}: p99 {quiet['p99_us']} us quiet, {loading['p99_us']} us during a load "
+                quiet_p99.append(quiet.p99_ms * 1000)
+                loading_p99.append(loading.p99_ms * 1000)
+                ratios.append(loading.p99_ms / quiet.p99_ms)
+                print(f"round {round_ + 1}: p99 {quiet_p99[-1]:.0f} us quiet, {loading_p99[-1]:.0f} us during a load "
                       f"({ratios[-1]:.2f}x)", flush=True)  # fmt: skip
 
             failures = 0
@@ -147,12 +109,9 @@ def main() -> None:
             reloads.start()
             while reloads.is_alive():
                 result = wrk(port, 1, 8, body)
-                requests += result["requests"]
-                failures += result["status"] + result["read"] + result["write"] + result["connect"] + result["timeout"]
+                requests += result.requests
+                failures += result.errors
             reloads.join()
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(30)
     print(json.dumps({
         "load": args.load, "p99_quiet_us": quiet_p99, "p99_loading_us": loading_p99,
         "ratios": [round(r, 3) for r in ratios],

@@ -24,7 +24,6 @@ import os
 import random
 import socket
 import struct
-import subprocess
 import sys
 import time
 import zlib
@@ -34,11 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import envs
-import procs
+from harness import envs, procs, report, servers
 
 HOST = "127.0.0.1"
-SERVER_CORE, CLIENT_CORE = 0, 1
+SERVER_CORE, CLIENT_CORE = procs.SERVER_CORE, procs.LOAD_CORE
 VARIANTS = 16  # pre-built requests per kind, each with its expected answer
 TIMEOUT = 30.0
 ANIMALS = ["cat", "dog", "bird"]
@@ -603,13 +601,6 @@ def rss_trend(samples: list[tuple[float, int]]) -> tuple[float, float, float]:
     return slope, sum(mib[:half]) / half, sum(mib[half:]) / max(len(mib) - half, 1)
 
 
-def commit() -> str:
-    done = subprocess.run(
-        ["git", "-C", str(envs.ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip() or "unknown"
-
-
 def log_errors(path: Path, offset: int) -> list[str]:
     with path.open("rb") as log:
         log.seek(offset)
@@ -647,17 +638,16 @@ def main() -> int:
         print(line, flush=True)
 
     log_offset = log_path.stat().st_size if log_path.exists() else 0
-    server.start(SERVER_CORE)
     samples: list[tuple[float, int]] = []
-    try:
-        server.wait_until("/v2/health/ready", time.perf_counter() + 120)
+    with servers.running(server, 120):
         problems = asyncio.run(self_check(port, kinds))
         if problems:
             print("self-check failed: the expectations or the server are wrong", *problems, sep="\n  ")
             return 1
         say(f"server: uvicorn examples.app:app (uvloop, httptools, 1 worker) on core {SERVER_CORE}, pid {server.pid}")
         say(f"clients: {args.clients} on core {CLIENT_CORE}, seed {args.seed}, {len(kinds)} request kinds")
-        say(f"commit {commit()}; load average before the run {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        load = f"load average before the run {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+        say(f"commit {report.git_commit()}; {load}")
         warmup = Tally()
         asyncio.run(run_clients(port, kinds, args.clients, args.warmup, args.seed + 1000, warmup))
         procs.wait_idle(server.tree())
@@ -686,8 +676,6 @@ def main() -> int:
         rss_end = checkpoints[-1][1]
         alive = server.alive()
         final = asyncio.run(self_check(port, kinds[:3])) if alive else ["server died"]
-    finally:
-        server.stop()
     logged = log_errors(log_path, log_offset)
 
     drift = (rss_end - rss_start) / 1024

@@ -28,8 +28,9 @@ from starlette.applications import Starlette
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE)]
 
-from inprocess import identity, requester  # noqa: E402  (a sibling, found through the path above)
-from workloads import SEED, json_request  # noqa: E402
+from harness.inprocess import requester  # noqa: E402  (bench/, found through the path above)
+from inprocess import identity  # noqa: E402
+from workloads.http_bodies import SEED, json_request  # noqa: E402
 
 import oip_asgi  # noqa: E402
 from oip_asgi._core import server, serving  # noqa: E402

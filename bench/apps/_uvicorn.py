@@ -1,10 +1,15 @@
-"""The one uvicorn configuration that ours and the floor share, so they are measured alike."""
+"""The one uvicorn configuration that ours and the floor share, so they are measured alike; ours' app on it
+(REST at /v2, gRPC in the same loop when asked), and a bare grpc.aio server in its loop for the floors."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
 
 def serve(app: Any, port: int) -> None:
@@ -18,3 +23,42 @@ def serve(app: Any, port: int) -> None:
         log_level="warning",
         access_log=False,
     )
+
+
+def serve_oip(oip: Any, port: int, grpc_port: int | None = None, load: bool = False) -> None:
+    """`oip` mounted at /v2 of a Starlette app (models loaded before the first request when `load`), and served
+    over gRPC at `grpc_port` from the same loop (`oip_asgi.grpc.serving`)."""
+    import oip_asgi
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if load:
+            await oip.load()  # as docs/integrations.md shows: loaded before the first request, then the heap frozen
+        async with contextlib.AsyncExitStack() as stack:
+            if grpc_port is not None:
+                import oip_asgi.grpc
+
+                await stack.enter_async_context(oip_asgi.grpc.serving(oip, f"127.0.0.1:{grpc_port}"))
+            yield
+
+    app = Starlette(lifespan=lifespan)
+    oip_asgi.mount(app, oip, path="/v2")
+    serve(app, port)
+
+
+def serve_floor(routes: Sequence[BaseRoute], port: int, grpc: Any, grpc_port: int, options: Sequence[Any] = ()) -> None:
+    """Bare Starlette routes, and `grpc` (a generic handler) on a bare grpc.aio server in the same loop."""
+    import grpc as grpcio
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        server = grpcio.aio.server(options=list(options))
+        server.add_generic_rpc_handlers((grpc,))
+        server.add_insecure_port(f"127.0.0.1:{grpc_port}")
+        await server.start()
+        try:
+            yield
+        finally:
+            await server.stop(None)
+
+    serve(Starlette(routes=list(routes), lifespan=lifespan), port)

@@ -8,30 +8,28 @@ prepared ModelStreamInferResponse messages, in the same process and loop (as our
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from _uvicorn import serve  # siblings: the apps run as scripts
-from _w10 import MODEL, TOKEN
-from starlette.applications import Starlette
+from _cli import ports  # siblings: the apps run as scripts
+from _tokens import MODEL, TOKEN
+from _uvicorn import serve_floor
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from oip_asgi.grpc import inference_pb2 as pb
 
-FIELDS = {"model_name": MODEL, "model_version": "1", "text_output": TOKEN.decode()}
+FIELDS = {"model_name": MODEL, "model_version": "1", "text_output": TOKEN}
 EVENT = b"data: " + json.dumps(FIELDS, separators=(",", ":")).encode() + b"\n\n"
 
 
 def stream_message() -> bytes:
     response = pb.ModelInferResponse(model_name=MODEL, model_version="1")
     output = response.outputs.add(name="text_output", datatype="BYTES", shape=[1])
-    output.contents.bytes_contents.append(TOKEN)
+    output.contents.bytes_contents.append(TOKEN.encode())
     return pb.ModelStreamInferResponse(infer_response=response).SerializeToString()
 
 
@@ -63,30 +61,11 @@ def grpc_handler() -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler("inference.GRPCInferenceService", {"ModelStreamInfer": method})
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--grpc-port", type=int, required=True)
-    args = parser.parse_args()
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((grpc_handler(),))
-        server.add_insecure_port(f"127.0.0.1:{args.grpc_port}")
-        await server.start()
-        try:
-            yield
-        finally:
-            await server.stop(None)
-
+if __name__ == "__main__":
+    args = ports("--grpc-port")
     routes = [
         Route("/v2/health/ready", ready),
         Route("/v2/models/{name}/ready", ready),
         Route(f"/v2/models/{MODEL}/generate_stream", generate_stream, methods=["POST"]),
     ]
-    serve(Starlette(routes=routes, lifespan=lifespan), args.port)
-
-
-if __name__ == "__main__":
-    main()
+    serve_floor(routes, args.port, grpc_handler(), args.grpc_port)

@@ -4,14 +4,11 @@ What grpcio itself costs per call: no protobuf parsing, no protocol, no model.""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from _uvicorn import serve  # a sibling: the apps run as scripts
-from starlette.applications import Starlette
+from _cli import ports  # siblings: the apps run as scripts
+from _uvicorn import serve_floor
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -26,29 +23,9 @@ async def ready(request: Any) -> Response:
     return Response(b'{"ready":true}', media_type="application/json")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--grpc-port", type=int, required=True)
-    args = parser.parse_args()
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        server = grpc.aio.server(options=LIMITS)
-        handler = grpc.unary_unary_rpc_method_handler(echo)
-        server.add_generic_rpc_handlers(
-            [grpc.method_handlers_generic_handler("inference.GRPCInferenceService", {"ModelInfer": handler})]
-        )
-        server.add_insecure_port(f"127.0.0.1:{args.grpc_port}")
-        await server.start()
-        yield
-        await server.stop(1)
-
-    app = Starlette(
-        routes=[Route("/v2/health/ready", ready), Route("/v2/models/identity/ready", ready)], lifespan=lifespan
-    )
-    serve(app, args.port)
-
-
 if __name__ == "__main__":
-    main()
+    args = ports("--grpc-port")
+    method = grpc.unary_unary_rpc_method_handler(echo)  # bytes in, bytes out: no (de)serializer
+    handler = grpc.method_handlers_generic_handler("inference.GRPCInferenceService", {"ModelInfer": method})
+    routes = [Route("/v2/health/ready", ready), Route("/v2/models/identity/ready", ready)]
+    serve_floor(routes, args.port, handler, args.grpc_port, LIMITS)

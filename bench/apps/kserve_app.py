@@ -43,13 +43,13 @@ class Identity(Model):
         )
 
 
-def main() -> None:
+def main(enable_grpc: bool = False) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--grpc-port", type=int, required=True)
-    args, _ = parser.parse_known_args()
+    args, _ = parser.parse_known_args()  # KServe reads its own options from the command line too
     uvicorn.Config = LoopbackConfig  # type: ignore[misc]
-    server = ModelServer(http_port=args.port, grpc_port=args.grpc_port, workers=1, enable_grpc=False)
+    server = ModelServer(http_port=args.port, grpc_port=args.grpc_port, workers=1, enable_grpc=enable_grpc)
     server.start([Identity("identity"), Identity("identity_bytes")])
 
 

@@ -3,17 +3,14 @@ as kserve_app.py; the gRPC workloads (bench/grpc_bench.py) are measured on it.""
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 # KServe reads its options from the command line when imported; its gRPC server takes at most 8 MiB
 # by default, gRPC's ceiling here (as the other servers are run), so that G4's 64 MiB request fits.
 sys.argv += ["--grpc_max_send_message_length", "2147483647", "--grpc_max_receive_message_length", "2147483647"]
 
-import uvicorn  # noqa: E402
-from kserve import ModelServer  # noqa: E402
+import kserve_app  # noqa: E402  # a sibling: the apps run as scripts
 from kserve.protocol.grpc import server as grpc_server  # noqa: E402
-from kserve_app import Identity, LoopbackConfig  # noqa: E402  # a sibling: the apps run as scripts
 
 
 class LoopbackGRPCServer(grpc_server.GRPCServer):
@@ -36,16 +33,10 @@ class LoopbackGRPCServer(grpc_server.GRPCServer):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--grpc-port", type=int, required=True)
-    args, _ = parser.parse_known_args()
-    uvicorn.Config = LoopbackConfig  # type: ignore[misc]
     import kserve.model_server
 
     kserve.model_server.GRPCServer = LoopbackGRPCServer  # type: ignore[attr-defined]
-    server = ModelServer(http_port=args.port, grpc_port=args.grpc_port, workers=1, enable_grpc=True)
-    server.start([Identity("identity"), Identity("identity_bytes")])
+    kserve_app.main(enable_grpc=True)
 
 
 if __name__ == "__main__":

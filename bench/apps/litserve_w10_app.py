@@ -7,17 +7,17 @@ which LitServe writes as one JSON line ({"text_output": "token"}\\n). One API se
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator
 from typing import Any
 
+import _litserve  # siblings: the apps run as scripts
 import litserve as ls
-from _w10 import TOKEN  # a sibling: the apps run as scripts
+from _tokens import TOKEN
 
 
 class Tokens(ls.LitAPI):
     def setup(self, device: Any) -> None:
-        self.token = TOKEN.decode()
+        self.token = TOKEN
 
     # Unannotated on purpose: LitServe reads the annotation to pick how to parse the body; without one it
     # hands over the JSON body as a dict.
@@ -33,21 +33,5 @@ class Tokens(ls.LitAPI):
             yield {"text_output": output}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--fast-queue", action="store_true", help="LitServe's ZeroMQ transport between processes")
-    args = parser.parse_args()
-    server = ls.LitServer(
-        Tokens(stream=True, api_path="/predict"),
-        accelerator="cpu",
-        devices=1,
-        workers_per_device=1,
-        timeout=False,
-        fast_queue=args.fast_queue,
-    )
-    server.run(host="127.0.0.1", port=args.port, num_api_servers=1, log_level="warning", generate_client_file=False)
-
-
 if __name__ == "__main__":
-    main()
+    _litserve.serve(Tokens(stream=True, api_path="/predict"))

@@ -3,12 +3,12 @@ yields `max_tokens` one-token pieces, as LitServe's OpenAI examples write it. On
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator
 from typing import Any
 
+import _litserve  # siblings: the apps run as scripts
 import litserve as ls
-from _w11 import TOKEN  # a sibling: the apps run as scripts
+from _tokens import TOKEN
 
 
 class Tokens(ls.LitAPI):
@@ -20,21 +20,5 @@ class Tokens(ls.LitAPI):
             yield self.token
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--fast-queue", action="store_true", help="LitServe's ZeroMQ transport between processes")
-    args = parser.parse_args()
-    server = ls.LitServer(
-        Tokens(spec=ls.OpenAISpec()),
-        accelerator="cpu",
-        devices=1,
-        workers_per_device=1,
-        timeout=False,
-        fast_queue=args.fast_queue,
-    )
-    server.run(host="127.0.0.1", port=args.port, num_api_servers=1, log_level="warning", generate_client_file=False)
-
-
 if __name__ == "__main__":
-    main()
+    _litserve.serve(Tokens(spec=ls.OpenAISpec()))

@@ -6,14 +6,14 @@ max_batch_time 2 ms: the settings ours is measured with).
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 from pathlib import Path
 
-from _mlp import MLP  # a sibling: the apps run as scripts
-from mlserver import MLModel, MLServer
+import _mlserver  # siblings: the apps run as scripts
+from _cli import parser
+from _mlp import MLP
+from mlserver import MLModel
 from mlserver.codecs import NumpyCodec
-from mlserver.settings import ModelParameters, ModelSettings, Settings
+from mlserver.settings import ModelParameters, ModelSettings
 from mlserver.types import InferenceRequest, InferenceResponse, ResponseOutput
 
 
@@ -51,22 +51,10 @@ class MultilayerPerceptron(MLModel):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--grpc-port", type=int, required=True)
-    parser.add_argument("--metrics-port", type=int, required=True)
-    parser.add_argument("--mlp-weights", type=Path)
-    parser.add_argument("--w9-files", type=Path, help="W9: serve each model-settings.json under DIR/mlserver/")
-    args = parser.parse_args()
-    settings = Settings(
-        host="127.0.0.1",
-        http_port=args.port,
-        grpc_port=args.grpc_port,
-        metrics_port=args.metrics_port,
-        parallel_workers=0,
-        debug=False,
-        load_models_at_startup=True,
-    )
+    options = parser("--grpc-port", "--metrics-port")
+    options.add_argument("--mlp-weights", type=Path)
+    options.add_argument("--w9-files", type=Path, help="W9: serve each model-settings.json under DIR/mlserver/")
+    args = options.parse_args()
     models = [
         ModelSettings(name=name, implementation="mlserver_app.Identity") for name in ("identity", "identity_bytes")
     ]
@@ -84,7 +72,7 @@ def main() -> None:
         # MLServer's own runtimes (mlserver_sklearn.SKLearnModel, mlserver_xgboost.XGBoostModel) on the same files.
         for path in sorted((args.w9_files / "mlserver").glob("*/model-settings.json")):
             models.append(ModelSettings.model_validate_json(path.read_text()))
-    asyncio.run(MLServer(settings).start(models))
+    _mlserver.serve(args, models)
 
 
 if __name__ == "__main__":

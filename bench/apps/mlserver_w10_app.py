@@ -5,20 +5,20 @@ GZip is off, as MLServer's streaming guide says: its middleware would hold the e
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 from collections.abc import AsyncIterator
 
-from _w10 import MODEL, TOKEN  # a sibling: the apps run as scripts
-from mlserver import MLModel, MLServer
+import _mlserver  # siblings: the apps run as scripts
+from _cli import ports
+from _tokens import MODEL, TOKEN
+from mlserver import MLModel
 from mlserver.codecs import NumpyCodec
-from mlserver.settings import ModelSettings, Settings
+from mlserver.settings import ModelSettings
 from mlserver.types import InferenceRequest, InferenceResponse, ResponseOutput
 
 
 class Tokens(MLModel):
     async def load(self) -> bool:
-        self.token = TOKEN  # bytes: its gRPC encoder takes nothing else for BYTES (REST decodes them)
+        self.token = TOKEN.encode()  # bytes: its gRPC encoder takes nothing else for BYTES (REST decodes them)
         return True
 
     async def predict_stream(self, payloads: AsyncIterator[InferenceRequest]) -> AsyncIterator[InferenceResponse]:
@@ -30,24 +30,6 @@ class Tokens(MLModel):
                 yield InferenceResponse(model_name=self.name, id=payload.id, outputs=[output])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--grpc-port", type=int, required=True)
-    parser.add_argument("--metrics-port", type=int, required=True)
-    args = parser.parse_args()
-    settings = Settings(
-        host="127.0.0.1",
-        http_port=args.port,
-        grpc_port=args.grpc_port,
-        metrics_port=args.metrics_port,
-        parallel_workers=0,
-        debug=False,
-        load_models_at_startup=True,
-        gzip_enabled=False,
-    )
-    asyncio.run(MLServer(settings).start([ModelSettings(name=MODEL, implementation="mlserver_w10_app.Tokens")]))
-
-
 if __name__ == "__main__":
-    main()
+    models = [ModelSettings(name=MODEL, implementation="mlserver_w10_app.Tokens")]
+    _mlserver.serve(ports("--grpc-port", "--metrics-port"), models, gzip_enabled=False)

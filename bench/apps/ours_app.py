@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from _mlp import MLP  # siblings: the apps run as scripts
-from _uvicorn import serve
-from starlette.applications import Starlette
+from _uvicorn import serve_oip
 
 import oip_asgi
 from oip_asgi import Model, TensorSpec
@@ -79,15 +76,7 @@ def main() -> None:
         oip = oip_asgi.oip_app(models, freeze_heap=True)
     except TypeError:  # `base`: a commit from before that option
         oip = oip_asgi.oip_app(models)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await oip.load()  # as docs/integrations.md shows: loaded before the first request, then the heap frozen
-        yield
-
-    app = Starlette(lifespan=lifespan)
-    oip_asgi.mount(app, oip, path="/v2")
-    serve(app, args.port)
+    serve_oip(oip, args.port, load=True)
 
 
 if __name__ == "__main__":

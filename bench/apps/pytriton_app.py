@@ -10,18 +10,17 @@ max_queue_delay 2 ms: the settings ours is measured with).
 
 from __future__ import annotations
 
-import argparse
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
+import _pytriton  # siblings: the apps run as scripts
 import numpy as np
 import numpy.typing as npt
-from _mlp import MLP  # a sibling: the apps run as scripts
+from _cli import parser
+from _mlp import MLP
 from pytriton.decorators import batch
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
-from pytriton.triton import DEFAULT_PROTECTED_ENDPOINTS, Triton, TritonConfig, TritonSecurityConfig
+from pytriton.triton import DEFAULT_PROTECTED_ENDPOINTS, Triton, TritonSecurityConfig
 
 
 def identity(requests: list[Any]) -> list[dict[str, npt.NDArray[Any]]]:
@@ -67,30 +66,19 @@ def bind_onnx(triton: Triton, file: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--grpc-port", type=int, required=True)
-    parser.add_argument("--metrics-port", type=int, required=True)
-    parser.add_argument("--mlp-weights", type=Path)
-    parser.add_argument("--w9-files", type=Path)
+    options = parser("--grpc-port", "--metrics-port")
+    options.add_argument("--mlp-weights", type=Path)
+    options.add_argument("--w9-files", type=Path)
     # PyTriton 0.7 puts Triton's statistics behind an access token by default; perf_analyzer reads them.
-    parser.add_argument("--open-statistics", action="store_true", help="serve statistics without PyTriton's token")
-    args = parser.parse_args()
-    config = TritonConfig(
-        http_address="127.0.0.1",
-        http_port=args.port,
-        grpc_address="127.0.0.1",
-        grpc_port=args.grpc_port,
-        metrics_address="127.0.0.1",
-        metrics_port=args.metrics_port,
-    )
+    options.add_argument("--open-statistics", action="store_true", help="serve statistics without PyTriton's token")
+    args = options.parse_args()
     # Input and output share a name so the response matches the other servers' identity models.
     models = {"identity": np.float32, "identity_bytes": np.bytes_}
     security = None
     if args.open_statistics:
         restricted = [endpoint for endpoint in DEFAULT_PROTECTED_ENDPOINTS if endpoint != "statistics"]
         security = TritonSecurityConfig(restricted_endpoints=restricted)
-    with Triton(config=config, security_config=security) as triton:
+    with Triton(config=_pytriton.config(args), security_config=security) as triton:
         for name, dtype in models.items():
             triton.bind(
                 model_name=name,
@@ -103,13 +91,7 @@ def main() -> None:
             bind_mlp(triton, args.mlp_weights)
         if args.w9_files is not None:
             bind_onnx(triton, args.w9_files / "mlp.onnx")
-        triton.run()
-        # Triton.serve() only notices SIGINT at its monitoring period; stop on SIGTERM/SIGINT at once.
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        while not stop.wait(0.5):
-            pass
+        _pytriton.serve(triton)
 
 
 if __name__ == "__main__":

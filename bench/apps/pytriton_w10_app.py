@@ -5,19 +5,18 @@ generator yielding one response per token. Triton serves it over HTTP (`generate
 
 from __future__ import annotations
 
-import argparse
-import signal
-import threading
 from collections.abc import Iterator
 from typing import Any
 
+import _pytriton  # siblings: the apps run as scripts
 import numpy as np
 import numpy.typing as npt
-from _w10 import MODEL, TOKEN  # a sibling: the apps run as scripts
+from _cli import ports
+from _tokens import MODEL, TOKEN
 from pytriton.model_config import ModelConfig, Tensor
-from pytriton.triton import Triton, TritonConfig
+from pytriton.triton import Triton
 
-TOKEN_ARRAY = np.array([TOKEN], dtype=np.object_)
+TOKEN_ARRAY = np.array([TOKEN.encode()], dtype=np.object_)
 
 
 def tokens(requests: list[Any]) -> Iterator[list[dict[str, npt.NDArray[Any]]]]:
@@ -27,21 +26,8 @@ def tokens(requests: list[Any]) -> Iterator[list[dict[str, npt.NDArray[Any]]]]:
         yield [{"text_output": TOKEN_ARRAY}]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--grpc-port", type=int, required=True)
-    parser.add_argument("--metrics-port", type=int, required=True)
-    args = parser.parse_args()
-    config = TritonConfig(
-        http_address="127.0.0.1",
-        http_port=args.port,
-        grpc_address="127.0.0.1",
-        grpc_port=args.grpc_port,
-        metrics_address="127.0.0.1",
-        metrics_port=args.metrics_port,
-    )
-    with Triton(config=config) as triton:
+if __name__ == "__main__":
+    with Triton(config=_pytriton.config(ports("--grpc-port", "--metrics-port"))) as triton:
         triton.bind(
             model_name=MODEL,
             infer_func=tokens,
@@ -52,14 +38,4 @@ def main() -> None:
             outputs=[Tensor(name="text_output", dtype=np.bytes_, shape=(1,))],
             config=ModelConfig(batching=False, decoupled=True),
         )
-        triton.run()
-        # Triton.serve() only notices SIGINT at its monitoring period; stop on SIGTERM/SIGINT at once.
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        while not stop.wait(0.5):
-            pass
-
-
-if __name__ == "__main__":
-    main()
+        _pytriton.serve(triton)

@@ -1,4 +1,4 @@
-"""The servers under test and their virtual environments under bench/.peers/ (git-ignored)."""
+"""Where the bench lives, and the virtual environments of the servers under test under bench/.peers/ (git-ignored)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ import hashlib
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
+BENCH = Path(__file__).resolve().parent.parent
 ROOT = BENCH.parent
 PEERS = BENCH / ".peers"
 APPS = BENCH / "apps"
@@ -17,91 +16,15 @@ APPS = BENCH / "apps"
 HARNESS_REQUIREMENTS = ("numpy>=1.24", "matplotlib>=3.7")
 
 
-@dataclass(frozen=True)
-class Spec:
-    name: str
-    env: str
-    requirements: tuple[str, ...]
-    app: str
-    extra_ports: tuple[str, ...] = ()
-    imports: str = ""
-    distributions: tuple[str, ...] = ()
-    # Triton's Python-backend stub links libpython by soname; point it at the venv's own interpreter.
-    needs_libpython_path: bool = False
-
-
 # W9 serves the same model files everywhere: a joblib pickle loads only under the scikit-learn that wrote it,
 # so every environment that loads or trains one gets the same release (the one mlserver-sklearn 1.7.1 resolves).
 MODEL_FILE_PINS = ("scikit-learn==1.9.1", "xgboost==3.2.0", "onnxruntime==1.32.0")
 # skl2onnx exports W9's MLP; the files are trained in this environment (bench/w9_files.py).
 OURS_REQUIREMENTS = (f"-e {ROOT}[examples,onnx,sklearn]", "uvloop", "httptools", "skl2onnx", *MODEL_FILE_PINS)
-UVICORN_STACK = ("starlette", "uvicorn", "uvloop", "httptools")
-MODEL_FILE_LIBRARIES = ("scikit-learn", "xgboost", "xgboost-cpu", "onnxruntime")
-SPECS = {
-    "ours": Spec(
-        name="ours",
-        env="ours",
-        requirements=OURS_REQUIREMENTS,
-        app="ours_app.py",
-        imports="import oip_asgi",
-        distributions=("oip-asgi", "msgspec", "orjson", "pysimdjson", "numpy", *UVICORN_STACK, *MODEL_FILE_LIBRARIES),
-    ),
-    "floor": Spec(
-        name="floor",
-        env="ours",
-        requirements=OURS_REQUIREMENTS,
-        app="floor_app.py",
-        # The floor's import time is the baseline of the W5 import target.
-        imports="import msgspec, numpy, starlette",
-        distributions=UVICORN_STACK,
-    ),
-    # ours at another commit (`--base DIR`, a checkout of it): a change measured against the code before it.
-    "base": Spec(
-        name="base",
-        env="ours",
-        requirements=OURS_REQUIREMENTS,
-        app="ours_app.py",
-        imports="import oip_asgi",
-        distributions=("oip-asgi", "msgspec", "orjson", "pysimdjson", "numpy", *UVICORN_STACK),
-    ),
-    "mlserver": Spec(
-        name="mlserver",
-        env="mlserver",
-        requirements=("mlserver==1.7.1", "mlserver-sklearn==1.7.1", "mlserver-xgboost==1.7.1", *MODEL_FILE_PINS[:2]),
-        app="mlserver_app.py",
-        extra_ports=("--grpc-port", "--metrics-port"),
-        imports="import mlserver",
-        distributions=(
-            "mlserver",
-            "mlserver-sklearn",
-            "mlserver-xgboost",
-            "fastapi",
-            "numpy",
-            *UVICORN_STACK,
-            *MODEL_FILE_LIBRARIES,
-        ),
-    ),
-    "kserve": Spec(
-        name="kserve",
-        env="kserve",
-        requirements=("kserve==0.21.0",),
-        app="kserve_app.py",
-        extra_ports=("--grpc-port",),
-        imports="import kserve",
-        distributions=("kserve", "fastapi", "numpy", *UVICORN_STACK),
-    ),
-    "pytriton": Spec(
-        name="pytriton",
-        env="pytriton",
-        requirements=("nvidia-pytriton==0.7.0", MODEL_FILE_PINS[2]),
-        app="pytriton_app.py",
-        extra_ports=("--grpc-port", "--metrics-port"),
-        imports="import pytriton.triton",
-        distributions=("nvidia-pytriton", "tritonclient", "numpy", "onnxruntime"),
-        needs_libpython_path=True,
-    ),
-}
-ORDER = ("floor", "ours", "base", "mlserver", "kserve", "pytriton")
+# oip-asgi with gRPC: ours and the floor of the gRPC and streaming workloads, and the load generators (loadgen/).
+OURS_GRPC_ENV = "ours-grpc"
+OURS_GRPC_REQUIREMENTS = (f"-e {ROOT}[examples,grpc]", "uvloop", "httptools")
+LITSERVE_REQUIREMENTS = ("litserve==0.2.19", "uvloop", "httptools")
 
 
 def venv_python(env: str) -> Path:

@@ -1,4 +1,5 @@
-"""Load generation with wrk (Debian package), pinned to its own core, posting one body file."""
+"""Load generators, pinned to the load core: wrk (Debian's package) posting one body file, and our own
+(bench/loadgen/), run in a peer's environment, each answering with one JSON object."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from workloads import Workload
+from harness import envs, procs
 
-LUA = Path(__file__).with_name("post.lua")
+LUA = envs.BENCH / "post.lua"
+LOADGEN = envs.BENCH / "loadgen"
 
 
 def ensure_wrk() -> str:
@@ -42,25 +46,45 @@ class LoadResult:
         return self.requests / self.seconds if self.seconds else 0.0
 
 
-def run_wrk(
-    wrk: str, port: int, path: str, workload: Workload, connections: int, seconds: float, core: int
+def wrk(
+    url: str,
+    body: Path,
+    content_type: str,
+    connections: int,
+    seconds: float,
+    header_length: int | None = None,
+    timeout: str = "30s",
 ) -> LoadResult:
-    url = f"http://127.0.0.1:{port}{path}"
-    header_length = "" if workload.header_length is None else str(workload.header_length)
+    """One wrk run (one thread) posting `body` to `url` (post.lua)."""
     command = [
-        "taskset", "-c", str(core), wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "30s",
-        "-s", str(LUA), url, "--", str(workload.body_path), workload.content_type, header_length,
+        "taskset", "-c", str(procs.LOAD_CORE), ensure_wrk(), "-t1", f"-c{connections}", f"-d{seconds:g}s",
+        "--timeout", timeout, "-s", str(LUA), url, "--", str(body), content_type,
+        "" if header_length is None else str(header_length),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60, check=False)
     line = next((line for line in done.stdout.splitlines() if line.startswith('{"requests"')), None)
     if done.returncode != 0 or line is None:
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}"[:500])
     summary = json.loads(line)
-    errors = sum(summary[key] for key in ("connect", "read", "write", "status", "timeout"))
     return LoadResult(
         requests=summary["requests"],
         seconds=summary["duration_us"] / 1e6,
-        errors=errors,
+        errors=sum(summary[key] for key in ("connect", "read", "write", "status", "timeout")),
         p50_ms=summary["p50_us"] / 1e3,
         p99_ms=summary["p99_us"] / 1e3,
     )
+
+
+def loadgen(
+    python: Path, script: str, *args: str, timeout: float = 300, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """bench/loadgen/<script> run by `python` on the load core; its JSON answer (the last line it prints)."""
+    command = ["taskset", "-c", str(procs.LOAD_CORE), str(python), str(LOADGEN / script), *args]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, check=False, env={**os.environ, **(env or {})}
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{script} {args[0]} failed: {done.stderr.strip()[-500:]}")
+    lines = done.stdout.strip().splitlines()
+    result: dict[str, Any] = json.loads(lines[-1]) if lines else {}
+    return result

@@ -1,4 +1,4 @@
-"""Runs the benchmark: set up the servers, then interleaved rounds of every workload on every server."""
+"""W1-W9 over REST: set up the servers, then interleaved rounds of every workload on every server (bench/README.md)."""
 
 from __future__ import annotations
 
@@ -6,30 +6,25 @@ import argparse
 import http.client
 import json
 import os
-import platform
-import shlex
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import envs
-import loadgen
-import procs
-import report
-import workloads
-from workloads import Bodies, Workload
+from harness import envs, loads, procs, report, rounds, servers
+from harness.rounds import Run
 
-SERVER_CORE = 0
-LOAD_CORE = 1
+from workloads import http_bodies, http_report
+from workloads.http_bodies import Bodies, Workload
+
 MIN_REQUESTS = 10
 LONG_RUN_SECONDS = 20.0
 MLP_WORKLOADS = ("W8", "W8u")
 W9_SERVERS = ("ours", "base", "mlserver", "pytriton")
-W9_FILES = Path(__file__).resolve().parent / "w9_files.py"
+W9_FILES = envs.BENCH / "w9_files.py"
 BATCH_ROWS = 32  # ours' max_batch_size in W8 (apps/ours_app.py)
+KEYS = ("W1", "W1s", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W8u", "W9", *http_bodies.W9_KEYS)
 
 
 @dataclass
@@ -48,29 +43,15 @@ class Settings:
 
 @dataclass
 class Target:
-    spec: envs.Spec
+    peer: servers.Peer
     python: Path
     env: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Run:
-    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
-    errors: dict[str, dict[str, str]] = field(default_factory=dict)
-    details: list[dict[str, object]] = field(default_factory=list)
-
-    def add(self, server: str, metric: str, value: float) -> None:
-        self.samples.setdefault(server, {}).setdefault(metric, []).append(value)
-
-    def fail(self, server: str, workload: str, reason: str) -> None:
-        self.errors.setdefault(server, {}).setdefault(workload, reason)
-        print(f"  {server} {workload}: NOT MEASURED: {reason[:300]}", flush=True)
 
 
 def post(port: int, path: str, workload: Workload, body: bytes) -> tuple[int, dict[str, str], bytes]:
     headers = {"Content-Type": workload.content_type}
     if workload.header_length is not None:
-        headers[workloads.HEADER_LENGTH] = str(workload.header_length)
+        headers[http_bodies.HEADER_LENGTH] = str(workload.header_length)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
         connection.request("POST", path, body=body, headers=headers)
@@ -96,7 +77,7 @@ def validate(server: str, port: int, path: str, workload: Workload, bodies: Bodi
         return f"HTTP {status}: {answer[:200].decode(errors='replace')}"
     if server == "floor":
         expected = bodies.fixed_response.read_bytes() if workload.floor_model == "fixed" else body
-        return workloads.check_fixed(expected)(headers, answer)
+        return http_bodies.check_fixed(expected)(headers, answer)
     try:
         return workload.check(headers, answer)
     except (ValueError, KeyError, TypeError) as exc:
@@ -109,18 +90,17 @@ def measure_memory(server: str, target: procs.Server, bodies: Bodies, run: Run) 
     if path is None:
         return
     pids = target.tree()
-    idle = {pid: procs.status_kib(pid, "VmRSS") for pid in pids}
-    reset = all(procs.reset_peak_rss(pid) for pid in pids)
     sent = workload.body_path.read_bytes()
-    status, headers, answer = post(target.port, path, workload, sent)
-    grown_kib = sum(max(procs.status_kib(pid, "VmHWM") - idle[pid], 0) for pid in pids)
+    grown_kib, reset, (status, headers, answer) = procs.peak_growth(
+        pids, lambda: post(target.port, path, workload, sent)
+    )
     if status != 200:
         run.fail(server, "W4", f"HTTP {status}: {answer[:200].decode(errors='replace')}")
         return
     error = (
         (answer != sent and "echo differs")
         if server == "floor"
-        else workloads.check_w4(workload, headers, answer, sent)
+        else http_bodies.check_w4(workload, headers, answer, sent)
     )
     if error:
         run.fail(server, "W4", error)
@@ -132,20 +112,23 @@ def measure_memory(server: str, target: procs.Server, bodies: Bodies, run: Run) 
     )
 
 
-def measure_load(server: str, target: procs.Server, workload: Workload, settings: Settings, wrk: str, run: Run) -> None:
+def wrk(port: int, path: str, workload: Workload, connections: int, seconds: float) -> loads.LoadResult:
+    url = f"http://127.0.0.1:{port}{path}"
+    return loads.wrk(url, workload.body_path, workload.content_type, connections, seconds, workload.header_length)
+
+
+def measure_load(server: str, target: procs.Server, workload: Workload, settings: Settings, run: Run) -> None:
     path = model_path(server, workload)
     assert path is not None
     for connections in workload.concurrency:
         if settings.warmup > 0:
-            loadgen.run_wrk(wrk, target.port, path, workload, connections, settings.warmup, LOAD_CORE)
+            wrk(target.port, path, workload, connections, settings.warmup)
         seconds = settings.seconds
         while True:
-            pids = target.tree()
-            # Requests a finished run left in flight must not be billed to this one.
-            procs.wait_idle(pids)
-            before = procs.cpu_seconds(pids)
-            result = loadgen.run_wrk(wrk, target.port, path, workload, connections, seconds, LOAD_CORE)
-            cpu = procs.cpu_seconds(pids) - before
+            # Requests a finished run left in flight must not be billed to this one (cpu_of waits for idle).
+            cpu, result = procs.cpu_of(
+                target.tree(), lambda c=connections, s=seconds: wrk(target.port, path, workload, c, s)
+            )
             # A slow server gets one longer run, so a few requests in flight at the end weigh little.
             if result.requests >= MIN_REQUESTS or seconds > settings.seconds:
                 break
@@ -174,22 +157,20 @@ def measure_load(server: str, target: procs.Server, workload: Workload, settings
 
 
 def make_server(name: str, target: Target, bodies: Bodies, settings: Settings) -> procs.Server:
-    port = procs.free_port()
-    command = [str(target.python), str(envs.APPS / target.spec.app), "--port", str(port)]
-    for flag in target.spec.extra_ports:
-        command += [flag, str(procs.free_port())]
+    args = []
     if name == "floor":
-        command += ["--fixed-response", str(bodies.fixed_response)]
-    if name in (*workloads.BATCHING_SERVERS, "base") and any(key in settings.only for key in MLP_WORKLOADS):
-        command += ["--mlp-weights", str(bodies.mlp_weights)]
+        args += ["--fixed-response", str(bodies.fixed_response)]
+    if name in (*http_bodies.BATCHING_SERVERS, "base") and any(key in settings.only for key in MLP_WORKLOADS):
+        args += ["--mlp-weights", str(bodies.mlp_weights)]
     if name in W9_SERVERS and bodies.w9_files is not None:
-        command += ["--w9-files", str(bodies.w9_files)]
-    return procs.Server(name, command, port, settings.results / "raw" / "logs" / f"{name}.log", target.env)
+        args += ["--w9-files", str(bodies.w9_files)]
+    log = settings.results / "raw" / "logs" / f"{name}.log"
+    return servers.app_server(name, target.peer, target.python, log, args, target.env)
 
 
 def measure_batch_call(target: Target, bodies: Bodies, run: Run) -> None:
     """W8's latency target is built from one model call on a full batch: time it in-process, on the server's core."""
-    command = ["taskset", "-c", str(SERVER_CORE), str(target.python), str(envs.APPS / "_mlp.py")]
+    command = ["taskset", "-c", str(procs.SERVER_CORE), str(target.python), str(envs.APPS / "_mlp.py")]
     command += [str(bodies.mlp_weights), "--rows", str(BATCH_ROWS)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
@@ -219,84 +200,84 @@ def train_w9_files(python: Path, directory: Path) -> Path:
 def measure_library_calls(target: Target, bodies: Bodies, run: Run) -> None:
     """W9's overhead target subtracts the library's own call: CPU per call on [1,100] in-process, on core 0."""
     assert bodies.w9_files is not None
-    command = ["taskset", "-c", str(SERVER_CORE), str(target.python), str(W9_FILES), "time", str(bodies.w9_files)]
+    command = [
+        "taskset", "-c", str(procs.SERVER_CORE), str(target.python), str(W9_FILES), "time", str(bodies.w9_files)
+    ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:
         run.fail("ours", "W9.library_call", done.stderr.strip()[-300:])
         return
     times = json.loads(done.stdout)["call_ms"]
-    for letter, (kind, *_) in workloads.W9_KINDS.items():
+    for letter, (kind, *_) in http_bodies.W9_KINDS.items():
         run.add("ours", f"W9{letter}1.call_ms", times[kind])
     print("  ours      W9 one library call on [1,100] in-process: "
           + ", ".join(f"{kind} {ms * 1000:.1f} us" for kind, ms in times.items()), flush=True)  # fmt: skip
 
 
-def measure_server(name: str, target: Target, bodies: Bodies, settings: Settings, wrk: str, run: Run) -> None:
+def measure_server(name: str, target: Target, bodies: Bodies, settings: Settings, run: Run) -> None:
     if name == "ours" and "W8" in settings.only:
         measure_batch_call(target, bodies, run)
     if name == "ours" and bodies.w9_files is not None:
         measure_library_calls(target, bodies, run)
-    server = make_server(name, target, bodies, settings)
-    server.start(SERVER_CORE)
     try:
-        deadline = time.perf_counter() + 180
+        with servers.running(make_server(name, target, bodies, settings)) as server:
+            health, model = server.ready
+            run.add(name, "W5.ready_s", server.ready_s[health])
+            run.add(name, "W5.model_ready_s", server.ready_s[model])
+            measure_workloads(name, server, bodies, settings, run)
+    except servers.NotReady as exc:
+        run.fail(name, "server", str(exc))
+
+
+def measure_workloads(name: str, server: procs.Server, bodies: Bodies, settings: Settings, run: Run) -> None:
+    # One small request first, so W4's "idle" is a server that has answered before.
+    validate(name, server.port, model_path(name, bodies.workloads["W1"]) or "", bodies.workloads["W1"], bodies)
+    if "W4" in settings.only:
+        measure_memory(name, server, bodies, run)
+    for workload in bodies.workloads.values():
+        path = model_path(name, workload)
+        if workload.key not in settings.only or path is None:
+            continue
+        if not server.alive():
+            run.fail(name, workload.key, "server died")
+            continue
         try:
-            run.add(name, "W5.ready_s", server.wait_until("/v2/health/ready", deadline))
-            model = "fixed" if name == "floor" else "identity_bytes"
-            run.add(name, "W5.model_ready_s", server.wait_until(f"/v2/models/{model}/ready", deadline))
+            # A server may load its models one by one (PyTriton does): wait for this workload's own.
+            server.wait_until(path.removesuffix("/infer") + "/ready", time.perf_counter() + 120)
         except (RuntimeError, TimeoutError) as exc:
-            run.fail(name, "server", f"did not become ready: {exc} (log: {server.log_path})")
-            return
-        # One small request first, so W4's "idle" is a server that has answered before.
-        validate(name, server.port, model_path(name, bodies.workloads["W1"]) or "", bodies.workloads["W1"], bodies)
-        if "W4" in settings.only:
-            measure_memory(name, server, bodies, run)
-        for workload in bodies.workloads.values():
-            path = model_path(name, workload)
-            if workload.key not in settings.only or path is None:
-                continue
-            if not server.alive():
-                run.fail(name, workload.key, "server died")
-                continue
-            try:
-                # A server may load its models one by one (PyTriton does): wait for this workload's own.
-                server.wait_until(path.removesuffix("/infer") + "/ready", time.perf_counter() + 120)
-            except (RuntimeError, TimeoutError) as exc:
-                run.fail(name, workload.key, f"model not ready: {exc}")
-                continue
-            error = validate(name, server.port, path, workload, bodies)
-            if error:
-                run.fail(name, workload.key, error)
-                continue
-            measure_load(name, server, workload, settings, wrk, run)
-    finally:
-        server.stop()
+            run.fail(name, workload.key, f"model not ready: {exc}")
+            continue
+        error = validate(name, server.port, path, workload, bodies)
+        if error:
+            run.fail(name, workload.key, error)
+            continue
+        measure_load(name, server, workload, settings, run)
 
 
 def prepare(settings: Settings, run: Run) -> dict[str, Target]:
+    peers = {name: servers.PEERS[name] for name in settings.servers}
+    if settings.ours_python is not None:  # ours and the floor with this interpreter, not the `ours` venv
+        pythons = {name: settings.ours_python for name, peer in peers.items() if peer.env == "ours"}
+        peers = {name: peer for name, peer in peers.items() if peer.env != "ours"}
+    else:
+        pythons = {}
+    installed, failures = servers.install(peers)
+    pythons.update(installed)
+    for name, reason in failures.items():
+        run.fail(name, "server", reason)
     ready: dict[str, Target] = {}
     for name in settings.servers:
-        spec = envs.SPECS[name]
-        if spec.env == "ours" and settings.ours_python is not None:
-            python = settings.ours_python
-        else:
-            reason = envs.ensure_env(spec.env, spec.requirements)
-            if reason:
-                run.fail(name, "server", f"cannot install: {reason}")
-                continue
-            python = envs.venv_python(spec.env)
-        target = Target(spec, python)
+        if name not in pythons:
+            continue
+        target = Target(servers.PEERS[name], pythons[name])
         if name == "base":
             if settings.base is None:
                 run.fail(name, "server", "needs --base DIR, a checkout of the commit to compare with")
                 continue
             target.env["PYTHONPATH"] = str(settings.base)  # its oip_asgi before the installed one
-        if spec.needs_libpython_path:
-            libdir = envs.libpython_dir(python)
-            target.env["LD_LIBRARY_PATH"] = ":".join(filter(None, [libdir, os.environ.get("LD_LIBRARY_PATH")]))
         try:
             # The first import also writes the bytecode caches, so cold starts below do not pay for compiling.
-            envs.import_seconds(python, spec.imports, 1)
+            envs.import_seconds(target.python, target.peer.imports, 1)
         except RuntimeError as exc:
             run.fail(name, "server", str(exc))
             continue
@@ -311,7 +292,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seconds", type=float, help="duration of each timed wrk run (default 5, quick 1)")
     parser.add_argument("--warmup", type=float, help="untimed wrk run before each timed one (default 1, quick 0)")
     parser.add_argument(
-        "--servers", default=",".join(envs.ORDER), help="comma-separated subset of " + ",".join(envs.ORDER)
+        "--servers", default=",".join(servers.ORDER), help="comma-separated subset of " + ",".join(servers.ORDER)
     )
     parser.add_argument("--workloads", default="W1,W1s,W2,W3,W4,W5,W6,W7,W8,W8u", help="comma-separated subset")
     parser.add_argument(
@@ -326,13 +307,13 @@ def main(argv: list[str]) -> None:
     if args.report is not None:
         publish(json.loads(args.report.read_text()), args.report.with_suffix(""))
         return
-    servers = tuple(s for s in envs.ORDER if s in args.servers.split(","))
-    unknown = set(args.servers.split(",")) - set(envs.ORDER)
+    names = tuple(s for s in servers.ORDER if s in args.servers.split(","))
+    unknown = set(args.servers.split(",")) - set(servers.ORDER)
     if unknown:
-        parser.error(f"unknown servers {sorted(unknown)}; choose from {', '.join(envs.ORDER)}")
+        parser.error(f"unknown servers {sorted(unknown)}; choose from {', '.join(servers.ORDER)}")
     only = args.workloads.split(",")
     if "W9" in only:
-        only += workloads.W9_KEYS  # W9 is one workload per file kind and request size
+        only += http_bodies.W9_KEYS  # W9 is one workload per file kind and request size
     if "W8" in only and "W8u" not in only:
         only.append("W8u")  # W8's targets compare ours batched with ours unbatched: one comes with the other
     settings = Settings(
@@ -340,7 +321,7 @@ def main(argv: list[str]) -> None:
         seconds=args.seconds or (1.0 if args.quick else 5.0),
         warmup=args.warmup if args.warmup is not None else (0.0 if args.quick else 1.0),
         import_repeat=3 if args.quick else 7,
-        servers=servers,
+        servers=names,
         only=tuple(only),
         ours_python=args.ours_python,
         base=args.base.resolve() if args.base is not None else None,
@@ -349,79 +330,44 @@ def main(argv: list[str]) -> None:
     )
     if os.cpu_count() is not None and (os.cpu_count() or 0) < 2:
         raise SystemExit("needs at least 2 cores: the server is pinned to core 0, wrk to core 1")
-    wrk = loadgen.ensure_wrk()
+    loads.ensure_wrk()
     run = Run()
     targets = prepare(settings, run)
     body_folder = settings.results / "raw" / "bodies"
     w9_files = None
-    if any(key in settings.only for key in workloads.W9_KEYS):
+    if any(key in settings.only for key in http_bodies.W9_KEYS):
         # Trained with ours' libraries; MLServer's and PyTriton's environments pin the same releases (envs.py).
         ours = targets.get("ours")
         w9_files = train_w9_files(ours.python if ours else envs.venv_python("ours"), body_folder / "w9")
-    bodies = workloads.build(body_folder, w9_files=w9_files)
-    versions = {name: envs.versions(t.python, t.spec.distributions) for name, t in targets.items()}
+    bodies = http_bodies.build(body_folder, w9_files=w9_files)
+    versions = {name: envs.versions(t.python, t.peer.distributions) for name, t in targets.items()}
     started = time.time()
 
     if "W5" in settings.only:
         # The servers take turns, so the i-th import times are taken side by side, as a round's values are.
         for _ in range(settings.import_repeat):
             for name, target in targets.items():
-                for seconds in envs.import_seconds(target.python, target.spec.imports, 1):
+                for seconds in envs.import_seconds(target.python, target.peer.imports, 1):
                     run.add(name, "W5.import_s", seconds)
 
-    for round_index in range(settings.rounds):
-        # Rotate the order so no server always runs right after the same neighbour.
-        names = list(targets)
-        names = names[round_index % len(names) :] + names[: round_index % len(names)] if names else []
-        print(f"round {round_index + 1}/{settings.rounds}: {', '.join(names)}", flush=True)
-        for name in names:
-            measure_server(name, targets[name], bodies, settings, wrk, run)
+    for _, order in rounds.each_round(settings.rounds, list(targets)):
+        for name in order:
+            measure_server(name, targets[name], bodies, settings, run)
 
     write_results(settings, run, versions, argv, time.time() - started)
-
-
-def machine() -> dict[str, object]:
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    memory = next(
-        line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
-    )
-    return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "memory_gib": round(int(memory) / 2**20, 1),
-        "kernel": platform.release(),
-        "os": platform.platform(),
-        "server_core": SERVER_CORE,
-        "load_core": LOAD_CORE,
-    }
-
-
-def git_commit() -> str:
-    done = subprocess.run(
-        ["git", "-C", str(envs.ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    return done.stdout.strip() or "unknown"
 
 
 def write_results(
     settings: Settings, run: Run, versions: dict[str, dict[str, str]], argv: list[str], elapsed: float
 ) -> None:
     document = {
-        "command": "python3 bench/run.py" + ("" if not argv else " " + shlex.join(argv)),
-        "commit": git_commit(),
+        "command": report.command("bench/run.py", argv),
+        "commit": report.git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "elapsed_s": round(elapsed, 1),
         "settings": {"rounds": settings.rounds, "seconds": settings.seconds, "warmup": settings.warmup,
                      "import_repeat": settings.import_repeat, "workloads": list(settings.only)},
-        "machine": machine(),
+        "machine": report.machine(),
         "versions": versions,
         "errors": run.errors,
         "samples": run.samples,
@@ -436,26 +382,22 @@ def publish(document: dict[str, Any], stem: Path) -> None:
 
     `--report <stem>.json` runs this again on recorded samples, after a change to how they are summarized.
     """
-    samples, errors, rounds = document["samples"], document["errors"], document["settings"]["rounds"]
-    servers = [s for s in envs.ORDER if s in samples or s in errors]
+    samples, errors, round_count = document["samples"], document["errors"], document["settings"]["rounds"]
+    names = [s for s in servers.ORDER if s in samples or s in errors]
     classification = envs.ROOT / "oip_asgi" / "_classification.py"
-    goals = report.targets(samples, classification.read_text() if classification.exists() else None)
-    document["medians"] = report.medians(samples)
+    goals = http_report.targets(samples, classification.read_text() if classification.exists() else None)
+    document["medians"] = rounds.medians(samples)
     document["ratios"] = {
-        other: {m.key: report.ratio(samples, m.key, other) for m in report.METRICS}
-        for other in servers
+        other: {m.key: http_report.ratio(samples, m.key, other) for m in http_report.METRICS}
+        for other in names
         if other != "ours"
     }
     document["targets"] = [{"target": t.text, "measured": t.measured, "met": t.met} for t in goals]
     stem.with_suffix(".json").write_text(json.dumps(document, indent=1) + "\n")
-    table = report.markdown(samples, servers, rounds, goals, errors)
+    table = http_report.markdown(samples, names, round_count, goals, errors)
     title = f"# Benchmark results ({stem.name})\n\nCommand: `{document['command']}`\n\n"
     stem.with_suffix(".md").write_text(title + table)
-    caption = f"oip-asgi vs peers ({stem.name}, medians of {rounds} round(s))"
-    report.chart(document["medians"], servers, stem.with_suffix(".png"), caption)
+    caption = f"oip-asgi vs peers ({stem.name}, medians of {round_count} round(s))"
+    http_report.chart(document["medians"], names, stem.with_suffix(".png"), caption)
     print("\n" + table)
     print(f"written: {stem}.json, {stem}.md, {stem}.png", flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

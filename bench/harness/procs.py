@@ -1,4 +1,4 @@
-"""Server processes: start pinned in their own session, read CPU and memory from /proc, stop by group."""
+"""Processes: a server started pinned in its own session and stopped by its group; CPU and memory from /proc."""
 
 from __future__ import annotations
 
@@ -8,12 +8,17 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
+# The server under test runs on one core, its load generator on the other: they never compete.
+SERVER_CORE, LOAD_CORE = 0, 1
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+SETTLE_SECONDS = 120.0
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -71,6 +76,45 @@ def wait_idle(pids: Sequence[int], timeout: float = 30.0, window: float = 0.25, 
         before = after
 
 
+def cpu_of(pids: Sequence[int], action: Callable[[], T]) -> tuple[float, T]:
+    """The processes' CPU seconds while `action` runs, once the work a finished run left behind is done."""
+    wait_idle(pids)
+    before = cpu_seconds(pids)
+    result = action()
+    return cpu_seconds(pids) - before, result
+
+
+def idle_rate(pids: Sequence[int], seconds: float = 1.0) -> float:
+    """The processes' CPU use (cores) before any request: PyTriton's processes poll, using CPU with nothing to do."""
+    before = cpu_seconds(pids)
+    time.sleep(seconds)
+    return (cpu_seconds(pids) - before) / seconds
+
+
+def settle(pids: Sequence[int], idle: float, window: float = 0.5) -> bool:
+    """Wait until the processes are back to their idle use (a stream cut by the last window may still be
+    generating); False if they are not within SETTLE_SECONDS."""
+    deadline = time.perf_counter() + SETTLE_SECONDS
+    before = cpu_seconds(pids)
+    while time.perf_counter() < deadline:
+        time.sleep(window)
+        after = cpu_seconds(pids)
+        if after - before <= (idle + 0.05) * window + 2 / CLOCK_TICKS:
+            return True
+        before = after
+    return False
+
+
+def peak_growth(pids: Sequence[int], action: Callable[[], T]) -> tuple[int, bool, T]:
+    """KiB by which the processes' peak RSS grew over their idle RSS while `action` ran, whether every peak
+    could be reset first (else it is the peak since start), and what `action` returned."""
+    idle = {pid: status_kib(pid, "VmRSS") for pid in pids}
+    reset = all(reset_peak_rss(pid) for pid in pids)
+    result = action()
+    grown = sum(max(status_kib(pid, "VmHWM") - idle[pid], 0) for pid in pids)
+    return grown, reset, result
+
+
 def status_kib(pid: int, key: str) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -97,8 +141,11 @@ class Server:
     port: int
     log_path: Path
     env: Mapping[str, str] = field(default_factory=dict)
+    ports: Mapping[str, int] = field(default_factory=dict)  # flag -> port, --port's included
+    ready: tuple[str, ...] = ("/v2/health/ready",)  # the paths that answer 200 once it serves
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
+    ready_s: dict[str, float] = field(default_factory=dict)  # path -> seconds from start to its first 200
 
     def start(self, core: int) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -143,11 +190,19 @@ class Server:
                 raise RuntimeError(f"{self.name} exited with code {self.process.returncode if self.process else '?'}")
             try:
                 if self.get(path) == 200:
-                    return time.perf_counter() - self.started_at
+                    self.ready_s[path] = time.perf_counter() - self.started_at
+                    return self.ready_s[path]
             except OSError:
                 pass
             time.sleep(0.01)
         raise TimeoutError(f"{self.name}: {path} not 200 in time")
+
+    def log_tail(self, lines: int = 4) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(text[-lines:])
 
     def stop(self, grace: float = 8.0) -> None:
         """SIGTERM the server, then SIGKILL what is left of its process group (children keep the group)."""

@@ -1,4 +1,4 @@
-"""Medians over rounds, ratios (ours / each server), the issue's targets, a markdown table and a bar chart."""
+"""W1-W9's report: ratios (ours / each server), the issues' targets, a markdown table and a bar chart."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workloads import W9_KINDS, W9_ROWS
+from harness.rounds import medians
+
+from workloads.http_bodies import W9_KINDS, W9_ROWS
 
 Samples = Mapping[str, Mapping[str, Sequence[float]]]  # server -> metric -> one value per round
 Medians = dict[str, dict[str, float]]
@@ -78,13 +80,6 @@ METRICS += _w9_metrics()
 PEERS = ("mlserver", "kserve", "pytriton")
 W9_OVERHEAD_US = 60
 MAX_BATCH_DELAY_MS = 2.0  # ours' in W8 (apps/ours_app.py)
-
-
-def medians(samples: Samples) -> Medians:
-    return {
-        server: {metric: statistics.median(values) for metric, values in by_metric.items() if values}
-        for server, by_metric in samples.items()
-    }
 
 
 def paired(

@@ -1,17 +1,24 @@
-"""W10's load generator: streams of one-token responses over HTTP (SSE or NDJSON) or gRPC ModelStreamInfer.
+"""The streaming load generator (W10, W11): streams of one-token responses over HTTP (SSE or NDJSON) or gRPC
+ModelStreamInfer, and OpenAI's chat completions and completions, streamed or whole.
 
-Runs in the `ours-grpc` environment (grpcio and oip-asgi's generated messages), on uvloop, pinned to the
-load core by the caller. HTTP is a raw asyncio client (HTTP/1.1, keep-alive, chunked decoding, frames
-counted by their delimiter without parsing them); gRPC sends one pre-serialized request per call and
-counts the messages without parsing them: what the client costs per frame is as little as it can be.
+Runs in an environment with grpcio and oip-asgi's generated messages, on uvloop, pinned to the load core by the
+caller. HTTP is a raw asyncio client (HTTP/1.1, keep-alive, chunked decoding, frames counted by their delimiter
+without parsing them); gRPC sends one pre-serialized request per call and counts the messages without parsing
+them: what the client costs per frame is as little as it can be.
 
-    python w10_loadgen.py check TARGET -n 10000          # one stream, every frame parsed and checked
-    python w10_loadgen.py ttft TARGET -n 16 --repeat 50  # sequential short streams: time to first frame
-    python w10_loadgen.py load TARGET -c 16 -s 3 --warmup 1 --pids 12,13  # frames/s and server CPU/frame
+    python streams.py check TARGET -n 10000          # one stream, every frame parsed and checked
+    python streams.py ttft TARGET -n 16 --repeat 50  # sequential short streams: time to first frame
+    python streams.py load TARGET -c 16 -s 3 --warmup 1 --pids 12,13  # frames/s and server CPU/frame
 
-TARGET is a JSON object: {"wire": "rest"|"grpc", "address": "127.0.0.1:PORT"}, with, for REST,
-"path": "/v2/...", "body": "generate"|"v2"|"litserve" and "frames": "sse"|"ndjson", and for gRPC
-"message": "stream"|"infer". Every result is one JSON object on stdout.
+TARGET is a JSON object with "address": "127.0.0.1:PORT" and:
+
+- W10: "wire": "rest"|"grpc", with, for REST, "path": "/v2/...", "body": "generate"|"v2"|"litserve" and
+  "frames": "sse"|"ndjson", and for gRPC "message": "stream"|"infer";
+- W11: "kind": "chat"|"completion", "stream": true|false. A streamed answer's chunks are counted by the text
+  each content chunk carries (`"content":"token"`, `"text":"token"`), without parsing them; a whole answer
+  (Content-Length) counts as its `max_tokens` chunks when it has all arrived.
+
+Every result is one JSON object on stdout.
 """
 
 from __future__ import annotations
@@ -25,17 +32,21 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
-import procs  # a sibling: reads the server's CPU from /proc at the window's edges
 import uvloop
 
 from oip_asgi.grpc import inference_pb2 as pb
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: the harness
+from harness import procs
+
 MODEL, TOKEN = "tokens", "token"
 STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
 DELIMITERS = {"sse": b"\n\n", "ndjson": b"\n"}
+OPENAI_PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
 
 
 def http_body(kind: str, count: int) -> bytes:
@@ -202,15 +213,51 @@ class FrameCounter:
         self.tail = data[-(len(self.delimiter) - 1) :] if len(self.delimiter) > 1 else b""
 
 
-async def rest_worker(target: dict[str, Any], body: bytes, tally: Tally, stop: asyncio.Event) -> None:
+def openai_body(target: dict[str, Any], count: int) -> bytes:
+    request: dict[str, Any] = {"model": MODEL, "max_tokens": count, "stream": bool(target["stream"])}
+    if target["kind"] == "chat":
+        request["messages"] = [{"role": "user", "content": "hi"}]
+    else:
+        request["prompt"] = "hi"
+    return json.dumps(request).encode()
+
+
+def rest_request(target: dict[str, Any], count: int) -> tuple[str, bytes]:
+    """The path and body of one HTTP request for `count` tokens."""
+    if "kind" in target:
+        return OPENAI_PATHS[target["kind"]], openai_body(target, count)
+    return target["path"], http_body(target["body"], count)
+
+
+class Whole:
+    """A whole answer (Content-Length): its `count` chunks, at once, when it has all arrived."""
+
+    def __init__(self, tally: Tally, count: int, began: float) -> None:
+        self.tally, self.count, self.began = tally, count, began
+
+    def __call__(self, piece: bytes) -> None:
+        self.tally.first_frame_ms.append((time.perf_counter() - self.began) * 1000)
+        self.tally.frames += self.count
+
+
+def counter(target: dict[str, Any], tally: Tally, count: int) -> Callable[[bytes], None]:
+    """What counts the frames of one answer as its pieces arrive."""
+    began = time.perf_counter()
+    if "kind" not in target:
+        return FrameCounter(DELIMITERS[target["frames"]], tally, began)
+    if not target["stream"]:
+        return Whole(tally, count, began)
+    return FrameCounter(b'"content":"token"' if target["kind"] == "chat" else b'"text":"token"', tally, began)
+
+
+async def rest_worker(target: dict[str, Any], count: int, tally: Tally, stop: asyncio.Event) -> None:
     connection = Connection(target["address"])
-    delimiter = DELIMITERS[target["frames"]]
+    path, body = rest_request(target, count)
     try:
         while not stop.is_set():
-            counter = FrameCounter(delimiter, tally, time.perf_counter())
             tally.streams += 1
             try:
-                await connection.stream(target["path"], body, counter)
+                await connection.stream(path, body, counter(target, tally, count))
             except (OSError, HTTPError, asyncio.IncompleteReadError, ValueError) as error:
                 tally.errors.append(f"{type(error).__name__}: {error}")
                 await connection.close()
@@ -247,15 +294,15 @@ async def load(target: dict[str, Any], count: int, concurrency: int, seconds: fl
                pids: list[int]) -> dict[str, Any]:  # fmt: skip
     tally, stop = Tally(), asyncio.Event()
     async with contextlib.AsyncExitStack() as stack:
-        if target["wire"] == "grpc":
+        if target.get("wire") == "grpc":
             call = await stack.enter_async_context(grpc_call(target))
             workers = [grpc_worker(call, grpc_body(count), tally, stop) for _ in range(concurrency)]
         else:
-            body = http_body(target["body"], count)
-            workers = [rest_worker(target, body, tally, stop) for _ in range(concurrency)]
+            workers = [rest_worker(target, count, tally, stop) for _ in range(concurrency)]
         tasks = [asyncio.create_task(worker) for worker in workers]
         await asyncio.sleep(warmup)
         frames, cpu, began, own = tally.frames, procs.cpu_seconds(pids), time.perf_counter(), time.process_time()
+        first = len(tally.first_frame_ms)
         await asyncio.sleep(seconds)
         frames, cpu, elapsed = tally.frames - frames, procs.cpu_seconds(pids) - cpu, time.perf_counter() - began
         own = time.process_time() - own
@@ -274,7 +321,8 @@ async def load(target: dict[str, Any], count: int, concurrency: int, seconds: fl
         "streams": tally.streams,
         "errors": len(tally.errors),
         "first_error": tally.errors[0] if tally.errors else None,
-        "first_frame_ms": tally.first_frame_ms,
+        "first_frame_ms": tally.first_frame_ms,  # the warm-up's streams first, then the window's
+        "window_first": first,
     }
 
 
@@ -282,7 +330,7 @@ async def ttft(target: dict[str, Any], count: int, repeat: int) -> dict[str, Any
     """`repeat` streams of `count` frames one after another, each read to its end: time to the first frame."""
     tally = Tally()
     async with contextlib.AsyncExitStack() as stack:
-        if target["wire"] == "grpc":
+        if target.get("wire") == "grpc":
             call = await stack.enter_async_context(grpc_call(target))
             body = grpc_body(count)
             for _ in range(repeat):
@@ -294,10 +342,9 @@ async def ttft(target: dict[str, Any], count: int, repeat: int) -> dict[str, Any
         else:
             connection = Connection(target["address"])
             stack.push_async_callback(connection.close)
-            body = http_body(target["body"], count)
+            path, body = rest_request(target, count)
             for _ in range(repeat):
-                await connection.stream(target["path"], body, FrameCounter(DELIMITERS[target["frames"]], tally,
-                                                                           time.perf_counter()))  # fmt: skip
+                await connection.stream(path, body, counter(target, tally, count))
     ordered = sorted(tally.first_frame_ms)
     return {
         "first_frame_ms": ordered,
@@ -308,6 +355,8 @@ async def ttft(target: dict[str, Any], count: int, repeat: int) -> dict[str, Any
 
 async def check(target: dict[str, Any], count: int) -> dict[str, Any]:
     """One stream of `count` frames, every frame parsed: the token, the count, the content type."""
+    if "kind" in target:
+        return await check_openai(target, count)
     tokens: list[str | None] = []
     try:
         if target["wire"] == "grpc":
@@ -340,8 +389,41 @@ async def check(target: dict[str, Any], count: int) -> dict[str, Any]:
     return {"error": None, "frames": len(carried), "empty_responses": empty, "content_type": content_type}
 
 
+async def check_openai(target: dict[str, Any], count: int) -> dict[str, Any]:
+    """One answer, parsed whole: `count` pieces of the token, in OpenAI's shapes, the stream ended by [DONE]."""
+    pieces = bytearray()
+    connection = Connection(target["address"])
+    try:
+        headers = await asyncio.wait_for(connection.stream(*rest_request(target, count), pieces.extend), 120)
+    except (OSError, HTTPError, ValueError, asyncio.TimeoutError, asyncio.IncompleteReadError) as error:
+        return {"error": f"{type(error).__name__}: {error}"[:500]}
+    finally:
+        await connection.close()
+    chat = target["kind"] == "chat"
+    if not target["stream"]:
+        choice = json.loads(pieces)["choices"][0]
+        text = choice["message"]["content"] if chat else choice["text"]
+        if text != TOKEN * count:
+            return {"error": f"expected {count} tokens joined, got {text[:80]!r}"}
+        return {"error": None, "frames": count, "content_type": headers.get("content-type")}
+    events = [event for event in bytes(pieces).split(b"\n\n") if event.strip()]
+    if events[-1].strip() != b"data: [DONE]":
+        return {"error": f"the stream does not end with data: [DONE]: {events[-1][:120]!r}"}
+    texts = []
+    for event in events[:-1]:
+        choices = json.loads(event.removeprefix(b"data: "))["choices"]
+        if choices and choices[0]["finish_reason"] is None:
+            texts.append(choices[0]["delta"].get("content") if chat else choices[0]["text"])
+    carried = [text for text in texts if text]
+    if carried != [TOKEN] * count:
+        return {"error": f"expected {count} chunks of {TOKEN!r}, got {len(carried)}: {carried[:3]}"}
+    if not headers.get("content-type", "").startswith("text/event-stream"):
+        return {"error": f"expected text/event-stream, got {headers.get('content-type')!r}"}
+    return {"error": None, "frames": count, "events": len(events), "content_type": headers["content-type"]}
+
+
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="w10_loadgen.py")
+    parser = argparse.ArgumentParser(prog="streams.py")
     parser.add_argument("command", choices=("check", "ttft", "load"))
     parser.add_argument("target", type=json.loads)
     parser.add_argument("-n", "--tokens", type=int, default=10_000)

@@ -4,9 +4,9 @@ Runs in the `ours-grpc` environment (grpcio, and oip-asgi's generated messages t
 requests), pinned to the load core by the caller. The call sends and receives bytes: no protobuf work
 on the client's side while timing, so the client costs as little CPU per request as grpcio allows.
 
-    python grpc_loadgen.py bodies DIR                          # write the request bodies
-    python grpc_loadgen.py check ADDRESS BODY                  # one call, its answer checked (JSON out)
-    python grpc_loadgen.py load ADDRESS BODY -c 16 -s 5        # timed load (JSON out)
+    python grpc_unary.py bodies DIR                          # write the request bodies
+    python grpc_unary.py check ADDRESS BODY                  # one call, its answer checked (JSON out)
+    python grpc_unary.py load ADDRESS BODY -c 16 -s 5        # timed load (JSON out)
 """
 
 from __future__ import annotations
