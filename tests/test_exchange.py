@@ -19,7 +19,7 @@ import pytest
 
 from oip_asgi import Model, TensorSpec, oip_app
 from oip_asgi._core.inference import model_outputs
-from oip_asgi._core.server import Exchange
+from oip_asgi._core.responding import Exchange, Reply
 from oip_asgi._core.serving import ServedModel
 from oip_asgi._core.statistics import RequestTimes
 from oip_asgi._declarations.errors import BadRequest, ClientDisconnected
@@ -48,7 +48,7 @@ async def several(model: ServedModel, exchange: Exchange[Any], times: RequestTim
     await exchange.start()
     for index in range(RESPONSES):
         scaled = [dataclasses.replace(output, array=output.array * (index + 1)) for output in outputs]
-        await exchange.send_next(exchange.encode(model, request, scaled, parameters))
+        await exchange.send_next(exchange.encode(Reply(model, request, scaled, parameters)))
     await exchange.finish()
 
 
@@ -200,7 +200,7 @@ async def test_a_grpc_response_is_asked_for_only_once_the_previous_one_was_taken
         await exchange.start()
         for index in range(3):
             steps.append(f"send {index}")
-            await exchange.send_next(exchange.encode(model, request, outputs, parameters))
+            await exchange.send_next(exchange.encode(Reply(model, request, outputs, parameters)))
             steps.append(f"taken {index}")
         await exchange.finish()
 
@@ -243,7 +243,7 @@ async def test_a_grpc_stream_whose_client_left_stops_its_requests(monkeypatch: p
         await exchange.start()
         try:
             while True:
-                await exchange.send_next(exchange.encode(model, request, outputs, parameters))
+                await exchange.send_next(exchange.encode(Reply(model, request, outputs, parameters)))
         finally:
             stopped.set()
 

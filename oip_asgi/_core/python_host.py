@@ -24,6 +24,7 @@ from .request import DecodedRequest, RequestedOutput
 from .streaming import END
 
 if TYPE_CHECKING:
+    from .responding import Reply, Responder
     from .serving import ServedModel
     from .workers import WorkerPool
 
@@ -35,7 +36,7 @@ class _Core(Protocol):
 
     async def infer(self, name: str, version: str | None, exchange: Any, body: Any = None) -> Any: ...
 
-    async def answer_streaming(self, model: Any, exchange: Any, times: Any) -> Any: ...
+    respond: Responder
 
     async def load_model(self, name: str, parameters: Mapping[str, Any]) -> None: ...
 
@@ -74,8 +75,8 @@ class _Exchange:
         inputs = {name: array for name, (_, array) in bls.inputs.items()}
         return DecodedRequest(inputs, id=bls.id or None, parameters=bls.parameters, outputs=outputs)
 
-    def encode(self, model: Any, request: Any, outputs: list[Any], parameters: Any) -> Any:
-        return [(output.name, output.array) for output in outputs], parameters
+    def encode(self, reply: Reply) -> Any:
+        return [(output.name, output.array) for output in reply.outputs], reply.parameters
 
     async def send(self, response: Any) -> None:
         self.result = response
@@ -143,7 +144,9 @@ class TritonHost:
 
         async def run() -> None:
             try:
-                await self.core.infer(model, version or None, _Exchange(request, items.put), self.core.answer_streaming)
+                await self.core.infer(
+                    model, version or None, _Exchange(request, items.put), self.core.respond.streaming
+                )
             except BaseException as exc:
                 items.put(exc)
                 raise
@@ -158,7 +161,7 @@ class TritonHost:
         async def run() -> None:
             try:
                 exchange = _Exchange(request, items.put_nowait)
-                await self.core.infer(model, version or None, exchange, self.core.answer_streaming)
+                await self.core.infer(model, version or None, exchange, self.core.respond.streaming)
             except Exception as exc:
                 items.put_nowait(exc)
             finally:

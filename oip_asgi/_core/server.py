@@ -1,13 +1,12 @@
-"""The server core, under every wire: the models' repository and lifecycle, metadata, statistics, and
-the one inference path.
+"""The server core, under every wire: the models' life (load, close, readiness) and the one inference
+path's per-request shell.
 
-A wire (REST, gRPC) only translates: it hands `ServerCore.infer` an `Exchange` that decodes its
-request into a `DecodedRequest`, encodes the outputs, and sends the response (or several). The
-core's per-request shell looks the model up, waits for it to be ready, times the request, logs it
-and tells a client that left; its body calls the model (queued or batched), builds and checks its
-outputs and counts the statistics, the same way for every wire. Models
-can be put and removed while serving: a new version serves once it has loaded, and a removed one
-lets the requests that hold it finish.
+A wire (REST, gRPC, OpenAI) only translates: it hands `ServerCore.infer` an `Exchange`
+(`responding.py`) that decodes its request into a `DecodedRequest`, encodes each `Reply`, and sends
+the response (or several). The shell looks the model up, waits for it to be ready, times the request,
+logs it and tells a client that left; its body (`respond.once`, `respond.streaming`) calls the model
+and counts the statistics, the same way for every wire. Models can be put and removed while serving: a
+new version serves once it has loaded, and a removed one lets the requests that hold it finish.
 """
 
 from __future__ import annotations
@@ -15,108 +14,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import anyio
 
 from .._declarations.errors import (
     BadRequest,
     ClientDisconnected,
-    ModelError,
     ModelNotReady,
     NotFound,
     OIPError,
-    answer,
+    client_error,
     quoted,
 )
-from .._declarations.model import Model, ModelsArgument, Outputs, checked_models, declared_versions
+from .._declarations.model import Model, ModelsArgument, checked_models, declared_versions
 from .._declarations.model_repository import ModelRepository
 from .._declarations.spec import TensorSpec
 from .._version import __version__
 from . import heap, life
-from .inference import OutputTensor, model_outputs
 from .logs import follow_the_host, show_unless_configured
 from .metadata import ModelMetadata, ServerMetadata, TensorMetadata
 from .model_config import model_config
-from .request import DecodedRequest
+from .responding import Body, Exchange, Responder, Response, access_logger, log_access
 from .served import ServedModels
-from .serving import ServedModel, error_id
+from .serving import ServedModel
 from .statistics import RequestTimes, now
-from .streaming import END
 from .tracing import tracer
-from .workers import DEFAULT_MAX_THREADS, Escaped, WorkerPool
+from .workers import DEFAULT_MAX_THREADS, WorkerPool
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from .control import ModelControl
 
-logger = logging.getLogger("oip_asgi")
-access_logger = logging.getLogger("oip_asgi.access")
 
 EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "statistics"]
 DEFAULT_MAX_BODY_SIZE = 128 * 2**20
 CLIENT_LEFT = 499  # as nginx logs a client that went away
-
-Response = TypeVar("Response")
-
-
-class Exchange(Protocol[Response]):
-    """One inference request as a wire carries it: what the core asks of the wire.
-
-    A request is answered once: with its one response, sent whole by `send`, or with several sent as
-    they come (`start`, `send_next` for each, `finish`), which is what a streaming body uses.
-    """
-
-    @property
-    def endpoint(self) -> str:
-        """What serves the request, as Triton names it when it refuses a decoupled model ("HTTP end point")."""
-
-    @property
-    def received(self) -> int:
-        """The request's bytes read so far."""
-
-    @property
-    def sent(self) -> int:
-        """The response bytes sent so far."""
-
-    @property
-    def responses(self) -> int:
-        """The responses sent so far."""
-
-    def decode(self, model: ServedModel) -> Awaitable[DecodedRequest]:
-        """The request, checked against `model` and decoded into arrays."""
-
-    def encode(
-        self,
-        model: ServedModel,
-        request: DecodedRequest,
-        outputs: list[OutputTensor],
-        parameters: dict[str, Any] | None,
-    ) -> Response:
-        """A response to `request`: its outputs and parameters in the wire's form."""
-
-    async def send(self, response: Response) -> None:
-        """Send `response` as the request's one answer, whole (or leave that to the wire's server)."""
-
-    async def start(self) -> None:
-        """Begin an answer of several responses (REST: its status and headers)."""
-
-    async def send_next(self, response: Response) -> None:
-        """Send one response of the answer begun, at once; it returns once the wire has taken it."""
-
-    async def finish(self) -> None:
-        """End the answer begun: no response follows."""
-
-
-# What answers a request once the shell has found its model ready: it decodes the request, calls
-# the model, and sends through the exchange what the wire hands back (today one response; a
-# streaming body, one per value the model yields). It counts the model's statistics.
-Body = Callable[[ServedModel, Exchange[Response], RequestTimes], Awaitable[Response]]
 
 
 class CoreOptions(TypedDict, total=False):
@@ -133,10 +70,6 @@ class CoreOptions(TypedDict, total=False):
     load_switch_interval: float | None
     strict_readiness: bool
     freeze_heap: bool
-
-
-class DecoupledUnsupported(OIPError, status_code=501, grpc_code="UNIMPLEMENTED"):
-    """A decoupled model asked for one response, where the wire carries no more (REST's /infer, ModelInfer)."""
 
 
 class NoRepository(OIPError, status_code=404, grpc_code="UNIMPLEMENTED"):
@@ -199,7 +132,7 @@ class ServerCore:
             )
         extensions = sorted([*EXTENSIONS, "model_repository"]) if self.control is not None else list(EXTENSIONS)
         self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
-        self._tracer = tracer() if tracing else None
+        self.respond = Responder(tracer() if tracing else None)  # the bodies: `respond.once`, `respond.streaming`
         self._loading: asyncio.Task[None] | None = None
         self._hosts = 0  # the lifespans and gRPC servers serving the core now (`hosted`)
         self._announced: weakref.WeakSet[ServedModel] = weakref.WeakSet()  # the versions from code logged as loaded
@@ -450,26 +383,26 @@ class ServerCore:
             models = [self.served.get(name, version)]
         return {"model_stats": [model.statistics.as_json(model.name, model.version) for model in models]}
 
-    def answer(self, error: BaseException, where: str) -> OIPError:
+    def client_error(self, error: BaseException, where: str) -> OIPError:
         """What the client is told of `error` (the error boundary every wire goes through)."""
-        return answer(error, expose=self.expose_errors, where=where)
+        return client_error(error, expose=self.expose_errors, where=where)
 
     # The inference path
 
     async def infer(
         self, name: str, version: str | None, exchange: Exchange[Response], body: Body[Response] | None = None
     ) -> Response:
-        """One inference on the model `name` (`version`, or the newest), from request to answer.
+        """One inference on the model `name` (`version`, or the newest), from request to response.
 
-        This is the shell every request goes through, whatever answers it: the lookup, the wait for
+        This is the shell every request goes through, whatever body responds: the lookup, the wait for
         readiness, the request's times, its status and the access log line, the client that left.
-        `body` answers it (`answer_once` unless given) and returns what `infer` returns.
+        `body` responds (`respond.once` unless given) and returns what `infer` returns.
         """
         try:
             model = self.served.get(name, version)  # the hot path: no coroutine for a model that is there
         except NotFound:
             model = await self.model(name, version)
-        model.hold()  # from here until it is answered: an unload waits for it
+        model.hold()  # from here until it is responded to: an unload waits for it
         try:
             if model.state != "READY":
                 await model.ensure_ready()
@@ -477,11 +410,11 @@ class ServerCore:
             status = 500
             try:
                 if body is None:  # a method call: no bound method made on the hot path
-                    answer = await self.answer_once(model, exchange, times)
+                    response = await self.respond.once(model, exchange, times)
                 else:
-                    answer = await body(model, exchange, times)
+                    response = await body(model, exchange, times)
                 status = 200
-                return answer
+                return response
             except OIPError as error:
                 status = error.status_code
                 raise
@@ -490,104 +423,9 @@ class ServerCore:
                 raise
             finally:
                 if self.access_log:
-                    _log_access(model, status, exchange, times)
+                    log_access(model, status, exchange, times)
         finally:
             model.release()
-
-    async def answer_once(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Response:
-        """The unary body: the model called once, its one response sent whole; that response."""
-        if model.decoupled:  # Triton's words: clients match on them
-            raise DecoupledUnsupported(f"{exchange.endpoint} doesn't support models with decoupled transaction policy")
-        request = await exchange.decode(model)
-        times.decoded = now()
-        try:
-            # The model's call inline, not in a helper coroutine: one frame fewer on the hot path.
-            if self._tracer is None:
-                result = await model(request, times)
-            else:
-                result = await self._traced(model, request, times)
-            returned = now()
-            times.returned = True
-            try:
-                response = exchange.encode(model, request, *model_outputs(model, request, result))
-            except ModelError as error:
-                raise _logged(model, error) from error.__cause__
-        except OIPError:
-            if times.called:  # the model ran, or was about to: its failure, counted once
-                model.statistics.failed(times, now())
-            raise
-        built = now()
-        times.output = built - returned
-        model.statistics.succeeded(times, built)
-        await exchange.send(response)
-        return response
-
-    async def answer_streaming(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Any:
-        """The streaming body: a decoupled model's each value sent as one response as it comes
-        (`start` before the first, `finish` after the last); a model that answers once, as `answer_once`.
-
-        The next value is asked for once the wire has taken the previous response. Whatever ends the
-        request (the last value, a failure, the client that left) closes the model's generator. It
-        counts as Triton counts a decoupled request: one request, one inference, one execution.
-        """
-        if not model.decoupled:
-            return await self.answer_once(model, exchange, times)
-        request = await exchange.decode(model)
-        times.decoded = now()
-        steps = model.stream(request, times)
-        span = None
-        if self._tracer is not None:  # the whole stream, from its generator made to its end
-            attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
-            span = self._tracer.start_span(f"oip.model {model.name}", attributes=attributes)
-        started = False
-        try:
-            while True:
-                try:
-                    result = await steps.next()
-                except OIPError:
-                    raise
-                except (Exception, SystemExit) as exc:
-                    raised = exc.exception if isinstance(exc, Escaped) else exc
-                    raise model.failure(raised) from raised
-                if result is END:
-                    break
-                times.returned = True  # a failure from here to the next step is in its outputs
-                built = now()
-                try:
-                    response = exchange.encode(model, request, *model_outputs(model, request, result))
-                except ModelError as error:
-                    raise _logged(model, error) from error.__cause__
-                times.output += now() - built
-                times.returned = False
-                if not started:
-                    started = True
-                    await exchange.start()
-                await exchange.send_next(response)
-            if not started:  # a generator that yields nothing: an answer of no responses
-                await exchange.start()
-            await exchange.finish()
-        except OIPError:
-            model.statistics.failed(times, now())
-            raise
-        except (ClientDisconnected, asyncio.CancelledError):
-            model.statistics.cancelled(times, now())  # as Triton counts a request cancelled while it runs
-            raise
-        finally:
-            model.end_stream()
-            await steps.close()
-            if span is not None:
-                span.set_attribute("oip.responses", exchange.responses)
-                span.end()
-        model.statistics.succeeded(times, now())
-        return None
-
-    async def _traced(self, model: ServedModel, request: DecodedRequest, times: RequestTimes) -> Outputs:
-        assert self._tracer is not None
-        attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
-        with self._tracer.start_as_current_span(f"oip.model {model.name}", attributes=attributes) as span:
-            result = await model(request, times)
-            span.set_attribute("oip.batch_size", times.batch_size)
-            return result
 
 
 async def _unload(models: list[ServedModel], *, served: bool = True) -> None:
@@ -601,39 +439,6 @@ async def _unload(models: list[ServedModel], *, served: bool = True) -> None:
     async with anyio.create_task_group() as group:
         for model in models:
             group.start_soon(unload, model)
-
-
-def _logged(model: ServedModel, error: ModelError) -> ModelError:
-    """`error` (the model returned what cannot be sent), in the server log too: every 500 a model causes is."""
-    if error.logged:
-        return error
-    failure = error_id()
-    logger.error("model %r (version %s) failed (error id %s): %s", model.name, model.version, failure, error.message)
-    return ModelError(
-        error.message,
-        redacted=error.redacted or f"model '{model.name}' failed (error id {failure}); the server log has the details",
-        logged=True,
-    )
-
-
-def _log_access(model: ServedModel, status: int, exchange: Exchange[Any], times: RequestTimes) -> None:
-    """One line per request, however many responses, for deployments without metrics: durations in microseconds."""
-    input_us = (times.decoded - times.start) // 1000 if times.decoded else 0
-    access_logger.info(
-        "model=%s version=%s status=%d bytes_in=%d bytes_out=%d responses=%d queue_us=%d compute_input_us=%d "
-        "compute_infer_us=%d compute_output_us=%d total_us=%d",
-        model.name,
-        model.version,
-        status,
-        exchange.received,
-        exchange.sent,
-        exchange.responses,
-        (times.started - times.submitted) // 1000,
-        input_us,
-        (times.ended - times.started) // 1000,
-        times.output // 1000,
-        (now() - times.start) // 1000,
-    )
 
 
 class HasCore(Protocol):

@@ -13,7 +13,7 @@ OIPError (500, INTERNAL)                        the base: any error the server m
 A model may raise any of them on purpose (a `BadRequest` for input it refuses); the client then gets
 that status and message, where any other exception from a model is a `ModelError`. A subclass names
 its status (``class Conflict(OIPError, status_code=409)``) and, optionally, its gRPC code; without
-one it takes the code gRPC gives that status. `answer` is the one place an exception becomes the
+one it takes the code gRPC gives that status. `client_error` is the one place an exception becomes the
 error a client is told; each wire renders that (REST as ``{"error": message}``).
 """
 
@@ -131,7 +131,7 @@ class ClientDisconnected(Exception):
 INTERNAL_ERROR = "internal server error; see the server log"
 
 
-def answer(error: BaseException, *, expose: bool, where: str) -> OIPError:
+def client_error(error: BaseException, *, expose: bool, where: str) -> OIPError:
     """What the client is told of `error`, on any wire: an `OIPError` as it is meant (its text redacted
     when `expose` is False), anything else as an internal error, logged with its traceback."""
     if isinstance(error, OIPError):

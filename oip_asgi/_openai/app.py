@@ -16,7 +16,8 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from .._core.server import Exchange, HasCore, ServerCore, core_of
+from .._core.responding import Exchange
+from .._core.server import HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
 from .._core.statistics import RequestTimes
 from .._declarations.errors import ClientDisconnected, MethodNotAllowed, NotFound
@@ -64,7 +65,7 @@ class OpenAIApp:
         except ClientDisconnected:
             pass
         except Exception as exc:
-            error = self.core.answer(exc, f"{scope.get('method')} {scope.get('path')}")
+            error = self.core.client_error(exc, f"{scope.get('method')} {scope.get('path')}")
             with contextlib.suppress(ClientDisconnected):
                 await send_error(send, error)
 
@@ -122,7 +123,7 @@ class OpenAIApp:
         exchange = TextExchange(request, send, receive, received=len(body), created=int(time.time()))
         core = self.core
         try:
-            await core.infer(request.model, None, exchange, core.answer_streaming)
+            await core.infer(request.model, None, exchange, core.respond.streaming)
         except asyncio.CancelledError:
             if not exchange.left:
                 raise
@@ -136,7 +137,7 @@ class OpenAIApp:
                 if isinstance(exc, NotFound):
                     raise self._not_found(exc, request.model) from None
                 raise  # nothing sent yet: the error object with its status
-            error = core.answer(exc, f"POST {scope.get('path')}")
+            error = core.client_error(exc, f"POST {scope.get('path')}")
             await exchange.error(error)
         finally:
             exchange.stop_watching()
@@ -154,7 +155,7 @@ class OpenAIApp:
         """The unary body, for a model of the embedding convention only: one that is not says what it lacks
         (the unary body's own refusal of a decoupled model would name no convention)."""
         embedding_convention(model)
-        return await self.core.answer_once(model, exchange, times)
+        return await self.core.respond.once(model, exchange, times)
 
 
 def openai_app(app: HasCore | ServerCore, *, restricted_apis: RestrictionsArgument | None = None) -> OpenAIApp:

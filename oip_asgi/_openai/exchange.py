@@ -26,6 +26,7 @@ from starlette.types import Receive, Send
 
 from .._core.inference import OutputTensor
 from .._core.request import DecodedRequest
+from .._core.responding import Reply
 from .._core.serving import ServedModel
 from .._declarations.errors import ModelError, OIPError, quoted
 from .._http.disconnect import DisconnectWatch
@@ -112,14 +113,8 @@ class TextExchange(DisconnectWatch):
         self.watch()
         return decoded
 
-    def encode(
-        self,
-        model: ServedModel,
-        request: DecodedRequest,
-        outputs: list[OutputTensor],
-        parameters: dict[str, Any] | None,
-    ) -> tuple[str, dict[str, Any] | None]:
-        return _text(model, outputs), parameters
+    def encode(self, reply: Reply) -> tuple[str, dict[str, Any] | None]:
+        return _text(reply.model, reply.outputs), reply.parameters
 
     async def send(self, response: tuple[str, dict[str, Any] | None]) -> None:
         """A model that answers once: its one response, streamed when asked, as a decoupled model's first."""
@@ -262,14 +257,9 @@ class EmbeddingExchange:
             )
         return convention.request(self._texts)
 
-    def encode(
-        self,
-        model: ServedModel,
-        request: DecodedRequest,
-        outputs: list[OutputTensor],
-        parameters: dict[str, Any] | None,
-    ) -> bytes:
-        array = outputs[0].array
+    def encode(self, reply: Reply) -> bytes:
+        model, parameters = reply.model, reply.parameters
+        array = reply.outputs[0].array
         if array.ndim != 2 or array.shape[0] != len(self._texts):
             raise ModelError(
                 f"model {quoted(model.name)} answered {len(self._texts)} texts with an output of shape "

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 from starlette.types import Receive, Scope, Send
 
-from .._core.inference import OutputTensor
 from .._core.logs import follow_the_host
 from .._core.request import DecodedRequest
+from .._core.responding import Reply
 from .._core.server import CoreOptions, ServerCore
 from .._core.serving import ServedModel
 from .._core.unsupported import unsupported
@@ -222,9 +222,9 @@ class OIPApp:
         except ClientDisconnected:
             pass
         except SendFailed as exc:  # the response may have started: only the log can tell
-            self.core.answer(exc.__cause__ or exc, f"{scope.get('method')} {scope.get('path')}")
+            self.core.client_error(exc.__cause__ or exc, f"{scope.get('method')} {scope.get('path')}")
         except Exception as exc:
-            error = self.core.answer(exc, f"{scope.get('method')} {scope.get('path')}")
+            error = self.core.client_error(exc, f"{scope.get('method')} {scope.get('path')}")
             with contextlib.suppress(ClientDisconnected, SendFailed):
                 await send_error(send, error)
 
@@ -341,7 +341,7 @@ class OIPApp:
         exchange = GenerateExchange(reader, receive, send, streaming=streaming)
         name, version = match.group("name", "version")
         try:
-            await self.core.infer(name, version, exchange, self.core.answer_streaming)
+            await self.core.infer(name, version, exchange, self.core.respond.streaming)
         except asyncio.CancelledError:
             if not exchange.left:
                 raise
@@ -354,7 +354,7 @@ class OIPApp:
             if not (streaming and exchange.decoded):
                 raise  # found before the model ran (or on /generate): a JSON error body with its status
             # As Triton: an event holding the error, under the status it has when it is the first thing sent.
-            error = self.core.answer(exc, f"POST {scope.get('path')}")
+            error = self.core.client_error(exc, f"POST {scope.get('path')}")
             stream = exchange.stream
             if stream is None:
                 stream = ResponseStream(send)
@@ -397,14 +397,8 @@ class _RESTExchange:
         header_length = _length_header(headers, b"inference-header-content-length")
         return read_request(reader, header_length, model, max_header_size=self._app.max_json_size)
 
-    def encode(
-        self,
-        model: ServedModel,
-        request: DecodedRequest,
-        outputs: list[OutputTensor],
-        parameters: dict[str, Any] | None,
-    ) -> tuple[bytes, list[bytes | memoryview]]:
-        return inference_response(model, request, outputs, parameters)
+    def encode(self, reply: Reply) -> tuple[bytes, list[bytes | memoryview]]:
+        return inference_response(reply.model, reply.request, reply.outputs, reply.parameters)
 
     async def send(self, response: tuple[bytes, list[bytes | memoryview]]) -> None:
         header, binary = response

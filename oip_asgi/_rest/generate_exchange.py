@@ -8,12 +8,10 @@ closes the model's generator.
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.types import Receive, Send
 
-from .._core.inference import OutputTensor
 from .._core.request import DecodedRequest
+from .._core.responding import Reply
 from .._core.serving import ServedModel
 from .._declarations.errors import ModelError
 from .._http.disconnect import DisconnectWatch
@@ -49,14 +47,8 @@ class GenerateExchange(DisconnectWatch):
             self.watch()
         return request
 
-    def encode(
-        self,
-        model: ServedModel,
-        request: DecodedRequest,
-        outputs: list[OutputTensor],
-        parameters: dict[str, Any] | None,
-    ) -> bytes:
-        return generate_response(model, request, outputs, parameters)
+    def encode(self, reply: Reply) -> bytes:
+        return generate_response(reply.model, reply.request, reply.outputs, reply.parameters)
 
     async def send(self, response: bytes) -> None:
         """A model that answers once: its one response, as an event or as JSON."""

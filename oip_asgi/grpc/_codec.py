@@ -1,4 +1,4 @@
-"""gRPC's ModelInferRequest into the core's `DecodedRequest`, and the core's outputs into a ModelInferResponse.
+"""gRPC's ModelInferRequest into the core's `DecodedRequest`, and the core's `Reply` into a ModelInferResponse.
 
 Every check that can fail runs before any tensor is built: the request's tensors through the same
 checks as REST's (`check_inputs`, `check_outputs`), then each one's data against its claimed shape,
@@ -16,8 +16,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from .._core.checks import bad_classification, check_binary_size, check_inputs, check_outputs
-from .._core.inference import OutputTensor
 from .._core.request import DecodedRequest, RequestedOutput
+from .._core.responding import Reply
 from .._core.serving import ServedModel
 from .._core.tensors import array_from_binary, binary_chunks, miscount, out_of_range
 from .._declarations.datatypes import native_dtype
@@ -322,22 +322,20 @@ def _varint(value: int) -> bytes:
 
 
 def encode_response(
-    model: ServedModel,
-    request: DecodedRequest,
-    outputs: list[OutputTensor],
-    parameters: dict[str, Any] | None,
-    typed: bool,
+    reply: Reply, parameters: dict[str, Any] | None, typed: bool
 ) -> tuple[pb.ModelInferResponse, list[Any]]:
-    """The response without its raw contents, and the raw contents, one per output in order.
+    """`reply` as a response with `parameters` (its own, or more), without its raw contents; and the raw
+    contents, one per output in order.
 
     The raw contents are appended to the serialized message by `serialize`, straight from the
     arrays: a large tensor is copied once, into the bytes gRPC sends, not first into the message.
     """
-    response = pb.ModelInferResponse(model_name=model.name, model_version=model.version, id=request.id or "")
+    model = reply.model
+    response = pb.ModelInferResponse(model_name=model.name, model_version=model.version, id=reply.request.id or "")
     model_name = f"model '{model.name}' returned "
     _set_parameters(response.parameters, parameters, f"{model_name}response ")
     raw: list[Any] = []
-    for output in outputs:
+    for output in reply.outputs:
         tensor = response.outputs.add(name=output.name, datatype=output.datatype, shape=output.array.shape)
         _set_parameters(tensor.parameters, output.parameters, f"{model_name}output '{output.name}' ")
         if typed:

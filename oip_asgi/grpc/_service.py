@@ -15,8 +15,8 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
-from .._core.inference import OutputTensor
 from .._core.request import DecodedRequest
+from .._core.responding import Reply
 from .._core.server import HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
 from .._core.unsupported import unsupported
@@ -195,17 +195,12 @@ class _GRPCExchange:
             self._ends = _Ends({FINAL: not model.decoupled}, model.version, asked)
         return decoded
 
-    def encode(
-        self,
-        model: ServedModel,
-        request: DecodedRequest,
-        outputs: list[OutputTensor],
-        parameters: dict[str, Any] | None,
-    ) -> bytes:
+    def encode(self, reply: Reply) -> bytes:
+        parameters = reply.parameters
         if self._ends is not None:
             final = self._ends.flag
             parameters = {**parameters, **final} if parameters else final
-        return serialize(*encode_response(model, request, outputs, parameters, self._typed), self._stream_field)
+        return serialize(*encode_response(reply, parameters, self._typed), self._stream_field)
 
     async def send(self, response: bytes) -> None:
         self.sent, self.responses = len(response), 1
@@ -306,7 +301,7 @@ class InferenceService:
                 response = await method(body)
                 return response if isinstance(response, bytes) else response.SerializeToString()
             except Exception as exc:
-                error = self.core.answer(exc, f"gRPC {name}")
+                error = self.core.client_error(exc, f"gRPC {name}")
             await abort(context, error)
 
         return handle
@@ -426,10 +421,10 @@ class InferenceService:
                 request, raw = parse_request(body)
                 exchange = _GRPCExchange(request, raw, len(body), outlet)
                 core = self.core
-                await core.infer(request.model_name, request.model_version or None, exchange, core.answer_streaming)
+                await core.infer(request.model_name, request.model_version or None, exchange, core.respond.streaming)
                 return
             except Exception as exc:
-                error = self.core.answer(exc, "gRPC ModelStreamInfer")
+                error = self.core.client_error(exc, "gRPC ModelStreamInfer")
             if outlet.ended:  # its responses have ended: the server's log is the only place left for it
                 return
             # Its last response, marked final as Triton marks a failed one; with the request's id, when it parsed.

@@ -1,0 +1,230 @@
+"""Responding to an inference request, whatever the wire: what the core asks of a wire (`Exchange`),
+and the bodies that respond through it once the shell (`ServerCore.infer`) has found the model ready.
+
+`Responder.once` calls the model once and sends its one response; `Responder.streaming` sends a
+decoupled model's each value as a response of its own. Both hand the wire a `Reply` to encode, count
+the model's statistics and trace the model's call; `log_access` is the shell's line per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+import msgspec
+
+from .._declarations.errors import ClientDisconnected, ModelError, OIPError
+from .._declarations.model import Outputs
+from .inference import OutputTensor, model_outputs
+from .request import DecodedRequest
+from .serving import ServedModel, error_id
+from .statistics import RequestTimes, now
+from .streaming import END
+from .workers import Escaped
+
+logger = logging.getLogger("oip_asgi")
+access_logger = logging.getLogger("oip_asgi.access")
+
+Response = TypeVar("Response")
+
+
+class Reply(msgspec.Struct, gc=False):
+    """What a request's model gave, for the wire to encode as one response: the served model, the
+    request, the outputs (cast and checked) and the response's parameters."""
+
+    model: ServedModel
+    request: DecodedRequest
+    outputs: list[OutputTensor]
+    parameters: dict[str, Any] | None
+
+
+class Exchange(Protocol[Response]):
+    """One inference request as a wire carries it: what the core asks of the wire.
+
+    A request is responded to once: with its one response, sent whole by `send`, or with several sent
+    as they come (`start`, `send_next` for each, `finish`), which is what a streaming body uses.
+    """
+
+    @property
+    def endpoint(self) -> str:
+        """What serves the request, as Triton names it when it refuses a decoupled model ("HTTP end point")."""
+
+    @property
+    def received(self) -> int:
+        """The request's bytes read so far."""
+
+    @property
+    def sent(self) -> int:
+        """The response bytes sent so far."""
+
+    @property
+    def responses(self) -> int:
+        """The responses sent so far."""
+
+    def decode(self, model: ServedModel) -> Awaitable[DecodedRequest]:
+        """The request, checked against `model` and decoded into arrays."""
+
+    def encode(self, reply: Reply) -> Response:
+        """`reply` as one response in the wire's form."""
+
+    async def send(self, response: Response) -> None:
+        """Send `response` as the request's one response, whole (or leave that to the wire's server)."""
+
+    async def start(self) -> None:
+        """Begin a stream of several responses (REST: its status and headers)."""
+
+    async def send_next(self, response: Response) -> None:
+        """Send one response of the stream begun, at once; it returns once the wire has taken it."""
+
+    async def finish(self) -> None:
+        """End the stream begun: no response follows."""
+
+
+# What responds to a request once the shell has found its model ready: it decodes the request, calls
+# the model, and sends through the exchange what the wire encodes (one response; a streaming body, one
+# per value the model yields). It counts the model's statistics.
+Body = Callable[[ServedModel, Exchange[Response], RequestTimes], Awaitable[Response]]
+
+
+class DecoupledUnsupported(OIPError, status_code=501, grpc_code="UNIMPLEMENTED"):
+    """A decoupled model asked for one response, where the wire carries no more (REST's /infer, ModelInfer)."""
+
+
+class Responder:
+    """The core's bodies: `once` (the default) and `streaming`; each model call traced when `tracer` is given."""
+
+    __slots__ = ("_tracer",)
+
+    def __init__(self, tracer: Any = None) -> None:
+        self._tracer = tracer
+
+    async def once(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Response:
+        """The unary body: the model called once, its one response sent whole; that response."""
+        if model.decoupled:  # Triton's words: clients match on them
+            raise DecoupledUnsupported(f"{exchange.endpoint} doesn't support models with decoupled transaction policy")
+        request = await exchange.decode(model)
+        times.decoded = now()
+        try:
+            # The model's call inline, not in a helper coroutine: one frame fewer on the hot path.
+            if self._tracer is None:
+                result = await model(request, times)
+            else:
+                result = await self._traced(model, request, times)
+            returned = now()
+            times.returned = True
+            try:
+                outputs, parameters = model_outputs(model, request, result)
+                response = exchange.encode(Reply(model, request, outputs, parameters))
+            except ModelError as error:
+                raise _logged(model, error) from error.__cause__
+        except OIPError:
+            if times.called:  # the model ran, or was about to: its failure, counted once
+                model.statistics.failed(times, now())
+            raise
+        built = now()
+        times.output = built - returned
+        model.statistics.succeeded(times, built)
+        await exchange.send(response)
+        return response
+
+    async def streaming(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Any:
+        """The streaming body: a decoupled model's each value sent as one response as it comes
+        (`start` before the first, `finish` after the last); a model that responds once, as `once`.
+
+        The next value is asked for once the wire has taken the previous response. Whatever ends the
+        request (the last value, a failure, the client that left) closes the model's generator. It
+        counts as Triton counts a decoupled request: one request, one inference, one execution.
+        """
+        if not model.decoupled:
+            return await self.once(model, exchange, times)
+        request = await exchange.decode(model)
+        times.decoded = now()
+        steps = model.stream(request, times)
+        span = None
+        if self._tracer is not None:  # the whole stream, from its generator made to its end
+            attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
+            span = self._tracer.start_span(f"oip.model {model.name}", attributes=attributes)
+        started = False
+        try:
+            while True:
+                try:
+                    result = await steps.next()
+                except OIPError:
+                    raise
+                except (Exception, SystemExit) as exc:
+                    raised = exc.exception if isinstance(exc, Escaped) else exc
+                    raise model.failure(raised) from raised
+                if result is END:
+                    break
+                times.returned = True  # a failure from here to the next step is in its outputs
+                built = now()
+                try:
+                    outputs, parameters = model_outputs(model, request, result)
+                    response = exchange.encode(Reply(model, request, outputs, parameters))
+                except ModelError as error:
+                    raise _logged(model, error) from error.__cause__
+                times.output += now() - built
+                times.returned = False
+                if not started:
+                    started = True
+                    await exchange.start()
+                await exchange.send_next(response)
+            if not started:  # a generator that yields nothing: a stream of no responses
+                await exchange.start()
+            await exchange.finish()
+        except OIPError:
+            model.statistics.failed(times, now())
+            raise
+        except (ClientDisconnected, asyncio.CancelledError):
+            model.statistics.cancelled(times, now())  # as Triton counts a request cancelled while it runs
+            raise
+        finally:
+            model.end_stream()
+            await steps.close()
+            if span is not None:
+                span.set_attribute("oip.responses", exchange.responses)
+                span.end()
+        model.statistics.succeeded(times, now())
+        return None
+
+    async def _traced(self, model: ServedModel, request: DecodedRequest, times: RequestTimes) -> Outputs:
+        attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
+        with self._tracer.start_as_current_span(f"oip.model {model.name}", attributes=attributes) as span:
+            result = await model(request, times)
+            span.set_attribute("oip.batch_size", times.batch_size)
+            return result
+
+
+def _logged(model: ServedModel, error: ModelError) -> ModelError:
+    """`error` (the model returned what cannot be sent), in the server log too: every 500 a model causes is."""
+    if error.logged:
+        return error
+    failure = error_id()
+    logger.error("model %r (version %s) failed (error id %s): %s", model.name, model.version, failure, error.message)
+    return ModelError(
+        error.message,
+        redacted=error.redacted or f"model '{model.name}' failed (error id {failure}); the server log has the details",
+        logged=True,
+    )
+
+
+def log_access(model: ServedModel, status: int, exchange: Exchange[Any], times: RequestTimes) -> None:
+    """One line per request, however many responses, for deployments without metrics: durations in microseconds."""
+    input_us = (times.decoded - times.start) // 1000 if times.decoded else 0
+    access_logger.info(
+        "model=%s version=%s status=%d bytes_in=%d bytes_out=%d responses=%d queue_us=%d compute_input_us=%d "
+        "compute_infer_us=%d compute_output_us=%d total_us=%d",
+        model.name,
+        model.version,
+        status,
+        exchange.received,
+        exchange.sent,
+        exchange.responses,
+        (times.started - times.submitted) // 1000,
+        input_us,
+        (times.ended - times.started) // 1000,
+        times.output // 1000,
+        (now() - times.start) // 1000,
+    )
