@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -94,7 +95,7 @@ async def test_a_rest_request_answered_twice_is_one_event_stream_of_two_events(
     # One line for the request, whatever the number of responses; and one success in the statistics.
     (line,) = [record.getMessage() for record in caplog.records]
     assert f" bytes_out={sum(map(len, data))} responses={RESPONSES} " in line and " status=200 " in line
-    assert app.core.statistics("m")["model_stats"][0]["inference_stats"]["success"]["count"] == 1
+    assert msgspec.to_builtins(app.core.statistics("m"))["model_stats"][0]["inference_stats"]["success"]["count"] == 1
 
 
 async def test_the_one_response_of_a_rest_request_keeps_its_length_and_logs_one_response(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import numpy as np
 import pytest
 
@@ -207,10 +208,10 @@ async def test_statistics_and_the_access_log_count_a_stream_once(caplog: pytest.
         await http.post("/models/m/generate_stream", json={"x": [1.0]})
         response = await http.post("/models/f/generate_stream", json={"x": [1.0]})
     assert events(response.content)[-1] == {"error": "model 'f' raised RuntimeError: ran dry"}
-    stats = app.core.statistics("m")["model_stats"][0]
+    stats = msgspec.to_builtins(app.core.statistics("m"))["model_stats"][0]
     assert (stats["inference_count"], stats["execution_count"]) == (1, 1)
     assert stats["inference_stats"]["success"]["count"] == 1
-    failed = app.core.statistics("f")["model_stats"][0]["inference_stats"]
+    failed = msgspec.to_builtins(app.core.statistics("f"))["model_stats"][0]["inference_stats"]
     assert (failed["success"]["count"], failed["fail"]["count"]) == (0, 1)
     lines = [record.getMessage() for record in caplog.records if record.name == "oip_asgi.access"]
     assert len(lines) == 2 and " responses=3 " in lines[0] and " status=200 " in lines[0]

@@ -6,7 +6,8 @@ A wire (REST, gRPC, OpenAI) only translates: it hands `ServerCore.infer` an `Exc
 the response (or several). The shell looks the model up, waits for it to be ready, times the request,
 logs it and tells a client that left; its body (`respond.once`, `respond.streaming`) calls the model
 and counts the statistics, the same way for every wire. Models can be put and removed while serving: a
-new version serves once it has loaded, and a removed one lets the requests that hold it finish.
+new version serves once it has loaded, and a removed one lets the requests that hold it finish. What
+every wire tells (metadata, configuration, statistics) is built in its own module, as typed values.
 """
 
 from __future__ import annotations
@@ -32,16 +33,15 @@ from .._declarations.errors import (
 )
 from .._declarations.model import Model, ModelsArgument, checked_models, declared_versions
 from .._declarations.model_repository import ModelRepository
-from .._declarations.spec import TensorSpec
 from .._version import __version__
 from . import heap, life
 from .logs import follow_the_host, show_unless_configured
-from .metadata import ModelMetadata, ServerMetadata, TensorMetadata
+from .metadata import ModelMetadata, ServerMetadata, model_metadata
 from .model_config import model_config
 from .responding import Body, Exchange, Responder, Response, access_logger, log_access
 from .served import ServedModels
 from .serving import ServedModel
-from .statistics import RequestTimes, now
+from .statistics import RequestTimes, StatisticsResponse, now
 from .tracing import tracer
 from .workers import DEFAULT_MAX_THREADS, WorkerPool
 
@@ -350,30 +350,19 @@ class ServerCore:
         return ready
 
     def model_metadata(self, model: ServedModel) -> ModelMetadata:
-        """`model`'s metadata (name, versions, platform, tensors, properties), as every wire tells it."""
-
-        def tensors(specs: tuple[TensorSpec, ...] | None) -> list[TensorMetadata]:
-            return [TensorMetadata(spec.name, spec.datatype, list(spec.shape)) for spec in specs or ()]
-
-        declared = model.model
-        return ModelMetadata(
-            name=model.name,
-            versions=self.served.versions(model.name) if model.name in self.served else [model.version],
-            platform=declared.platform,
-            inputs=tensors(declared.inputs),
-            outputs=tensors(declared.outputs),
-            properties=declared.properties,
-        )
+        return model_metadata(model, self._versions(model))
 
     def model_config(self, model: ServedModel) -> dict[str, Any]:
-        """`model`'s configuration as Triton's model configuration extension answers it, on every wire."""
+        """`model`'s configuration as Triton's model configuration extension tells it, on every wire."""
         if model.config is not None:
             return model.config
-        versions = self.served.versions(model.name) if model.name in self.served else [model.version]
-        return model_config(model.name, model.model, versions)
+        return model_config(model.name, model.model, self._versions(model))
 
-    def statistics(self, name: str | None = None, version: str | None = None) -> dict[str, Any]:
-        """Triton's statistics response: every model's, a model's versions', or one version's."""
+    def _versions(self, model: ServedModel) -> list[str]:
+        return self.served.versions(model.name) if model.name in self.served else [model.version]
+
+    def statistics(self, name: str | None = None, version: str | None = None) -> StatisticsResponse:
+        """Triton's statistics: every model's, a model's versions', or one version's."""
         if name is None:
             models = self.served.all()
         elif version is None:
@@ -381,7 +370,7 @@ class ServerCore:
             models = [self.served.get(first.name, known) for known in self.served.versions(first.name)]
         else:
             models = [self.served.get(name, version)]
-        return {"model_stats": [model.statistics.as_json(model.name, model.version) for model in models]}
+        return StatisticsResponse([model.statistics.snapshot(model.name, model.version) for model in models])
 
     def client_error(self, error: BaseException, where: str) -> OIPError:
         """What the client is told of `error` (the error boundary every wire goes through)."""

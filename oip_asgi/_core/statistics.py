@@ -14,14 +14,17 @@ A request refused before the model runs (a bad datatype, shape or name; a model 
 loaded) counts nowhere, not even in ``last_inference``. ``inference_count`` counts inferences: the
 rows of a batched model's requests, one per request otherwise; ``execution_count`` counts model calls,
 failed ones included; ``batch_stats`` has one entry per batch size executed (1 for an unbatched model).
-Every count changes on the event loop's thread, so concurrent requests never lose one.
+Every count changes on the event loop's thread, so concurrent requests never lose one. What a wire
+tells of them is a snapshot (`ModelStatistics.snapshot`): structs with the field names of Triton's
+statistics messages, which REST encodes as they are and gRPC builds its messages from.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+
+import msgspec
 
 now = time.perf_counter_ns
 
@@ -35,8 +38,8 @@ class Duration:
         self.count += 1
         self.ns += ns
 
-    def as_json(self) -> dict[str, int]:
-        return {"count": self.count, "ns": self.ns}
+    def snapshot(self) -> StatisticDuration:
+        return StatisticDuration(self.count, self.ns)
 
 
 @dataclass(slots=True)
@@ -67,6 +70,11 @@ class _BatchSize:
     compute_input: Duration = field(default_factory=Duration)
     compute_infer: Duration = field(default_factory=Duration)
     compute_output: Duration = field(default_factory=Duration)
+
+    def snapshot(self, size: int) -> InferBatchStatistics:
+        return InferBatchStatistics(
+            size, self.compute_input.snapshot(), self.compute_infer.snapshot(), self.compute_output.snapshot()
+        )
 
 
 _STAGES = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
@@ -157,22 +165,55 @@ class ModelStatistics:
         )
         return {1: single}
 
-    def as_json(self, name: str, version: str) -> dict[str, Any]:
-        """The model's entry in Triton's ``model_stats``."""
-        return {
-            "name": name,
-            "version": version,
-            "last_inference": self.last_inference,
-            "inference_count": self.inference_count,
-            "execution_count": self.execution_count,
-            "inference_stats": {stage: getattr(self, stage).as_json() for stage in _STAGES},
-            "batch_stats": [
-                {
-                    "batch_size": size,
-                    "compute_input": batch.compute_input.as_json(),
-                    "compute_infer": batch.compute_infer.as_json(),
-                    "compute_output": batch.compute_output.as_json(),
-                }
-                for size, batch in sorted(self._batch_stats().items())
-            ],
-        }
+    def snapshot(self, name: str, version: str) -> ModelStats:
+        """The model's entry in Triton's ``model_stats``, as it is now."""
+        return ModelStats(
+            name=name,
+            version=version,
+            last_inference=self.last_inference,
+            inference_count=self.inference_count,
+            execution_count=self.execution_count,
+            inference_stats=InferStatistics(*(getattr(self, stage).snapshot() for stage in _STAGES)),
+            batch_stats=[batch.snapshot(size) for size, batch in sorted(self._batch_stats().items())],
+        )
+
+
+# Triton's statistics extension, field for field (its messages' names, but ModelStats for its
+# ModelStatistics, the name of the counts above): what REST encodes and gRPC builds its messages from.
+
+
+class StatisticDuration(msgspec.Struct, gc=False):
+    count: int
+    ns: int
+
+
+class InferStatistics(msgspec.Struct, gc=False):
+    success: StatisticDuration
+    fail: StatisticDuration
+    queue: StatisticDuration
+    compute_input: StatisticDuration
+    compute_infer: StatisticDuration
+    compute_output: StatisticDuration
+    cache_hit: StatisticDuration
+    cache_miss: StatisticDuration
+
+
+class InferBatchStatistics(msgspec.Struct, gc=False):
+    batch_size: int
+    compute_input: StatisticDuration
+    compute_infer: StatisticDuration
+    compute_output: StatisticDuration
+
+
+class ModelStats(msgspec.Struct, gc=False):
+    name: str
+    version: str
+    last_inference: int
+    inference_count: int
+    execution_count: int
+    inference_stats: InferStatistics
+    batch_stats: list[InferBatchStatistics]
+
+
+class StatisticsResponse(msgspec.Struct, gc=False):
+    model_stats: list[ModelStats]

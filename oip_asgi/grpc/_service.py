@@ -24,6 +24,7 @@ from .._declarations.errors import GRPC_CODES, BadRequest, NotFound, OIPError, q
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .._protobuf import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
+from ._messages import model_metadata_response, server_metadata_response, statistics_response
 
 SERVICE = "inference.GRPCInferenceService"
 # Requests of one stream in flight at once: later ones wait to be read until the oldest is answered.
@@ -320,20 +321,11 @@ class InferenceService:
             return pb.ModelReadyResponse(ready=False)
 
     async def server_metadata(self, request: pb.ServerMetadataRequest) -> pb.ServerMetadataResponse:
-        metadata = self.core.server_metadata
-        return pb.ServerMetadataResponse(name=metadata.name, version=metadata.version, extensions=metadata.extensions)
+        return server_metadata_response(self.core.server_metadata)
 
     async def model_metadata(self, request: pb.ModelMetadataRequest) -> pb.ModelMetadataResponse:
-        metadata = self.core.model_metadata(await self.core.model(request.name, request.version or None))
-        tensor = pb.ModelMetadataResponse.TensorMetadata
-        return pb.ModelMetadataResponse(
-            name=metadata.name,
-            versions=metadata.versions,
-            platform=metadata.platform,
-            inputs=[tensor(name=item.name, datatype=item.datatype, shape=item.shape) for item in metadata.inputs],
-            outputs=[tensor(name=item.name, datatype=item.datatype, shape=item.shape) for item in metadata.outputs],
-            properties=metadata.properties,
-        )
+        model = await self.core.model(request.name, request.version or None)
+        return model_metadata_response(self.core.model_metadata(model))
 
     async def model_infer(self, body: bytes) -> bytes:
         request, raw = parse_request(body)
@@ -343,8 +335,7 @@ class InferenceService:
 
     async def model_statistics(self, request: pb.ModelStatisticsRequest) -> pb.ModelStatisticsResponse:
         """Triton's statistics extension: the counts REST serves, field for field."""
-        statistics = self.core.statistics(request.name or None, request.version or None)
-        return json_format.ParseDict(statistics, pb.ModelStatisticsResponse())
+        return statistics_response(self.core.statistics(request.name or None, request.version or None))
 
     async def model_config(self, request: pb.ModelConfigRequest) -> pb.ModelConfigResponse:
         """Triton's model configuration extension: the configuration REST serves, field for field."""
