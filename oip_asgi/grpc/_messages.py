@@ -1,9 +1,21 @@
 """What every wire tells, as this wire's messages: the core's metadata and statistics (typed values,
-built into their messages field by field)."""
+built into their messages field by field) and a served version's model configuration.
+
+A model configuration is Triton's ModelConfig JSON, as the model configuration extension has it on
+REST (derived from the declaration, or read from a repository's config.pbtxt); it is parsed into its
+message once per served version, and its response kept serialized for as long as that version serves.
+"""
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf import json_format
+
 from .._core.metadata import ModelMetadata, ServerMetadata, TensorMetadata
+from .._core.serving import ServedModel
 from .._core.statistics import InferStatistics, ModelStats, StatisticDuration, StatisticsResponse
 from .._protobuf import inference_pb2 as pb
 
@@ -57,3 +69,19 @@ def _inference_statistics(stages: InferStatistics) -> pb.InferStatistics:
 
 def _duration(duration: StatisticDuration) -> pb.StatisticDuration:
     return pb.StatisticDuration(count=duration.count, ns=duration.ns)
+
+
+class ModelConfigs:
+    """Each served version's ModelConfigResponse, serialized: built the first time it is asked for."""
+
+    def __init__(self) -> None:
+        # A reload or an unload serves new versions: the ones replaced leave with their responses.
+        self._known: weakref.WeakKeyDictionary[ServedModel, bytes] = weakref.WeakKeyDictionary()
+
+    def response(self, model: ServedModel, config: Callable[[ServedModel], dict[str, Any]]) -> bytes:
+        """`model`'s response, whose configuration `config` tells (the core's ModelConfig JSON)."""
+        known = self._known.get(model)
+        if known is None:
+            message = json_format.ParseDict({"config": config(model)}, pb.ModelConfigResponse())
+            known = self._known[model] = message.SerializeToString()
+        return known

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import grpc
-from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from .._core.request import DecodedRequest
@@ -24,7 +23,7 @@ from .._declarations.errors import GRPC_CODES, BadRequest, NotFound, OIPError, q
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .._protobuf import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
-from ._messages import model_metadata_response, server_metadata_response, statistics_response
+from ._messages import ModelConfigs, model_metadata_response, server_metadata_response, statistics_response
 
 SERVICE = "inference.GRPCInferenceService"
 # Requests of one stream in flight at once: later ones wait to be read until the oldest is answered.
@@ -264,9 +263,12 @@ class InferenceService:
         self.core = core_of(app)
         self.restrictions = restrictions(restricted_protocols, grpc=True)
         self.stream_first_request_timeout = stream_first_request_timeout
+        self._configs = ModelConfigs()
 
     def handler(self) -> grpc.GenericRpcHandler:
-        def parsed(message_type: type[_M], method: Callable[[_M], Awaitable[Message]]) -> Callable[[bytes], Any]:
+        def parsed(
+            message_type: type[_M], method: Callable[[_M], Awaitable[Message | bytes]]
+        ) -> Callable[[bytes], Any]:
             return lambda body: method(_parse(message_type, body))
 
         unary: dict[str, Callable[[bytes], Awaitable[Message | bytes]]] = {
@@ -337,10 +339,10 @@ class InferenceService:
         """Triton's statistics extension: the counts REST serves, field for field."""
         return statistics_response(self.core.statistics(request.name or None, request.version or None))
 
-    async def model_config(self, request: pb.ModelConfigRequest) -> pb.ModelConfigResponse:
+    async def model_config(self, request: pb.ModelConfigRequest) -> bytes:
         """Triton's model configuration extension: the configuration REST serves, field for field."""
-        config = self.core.model_config(await self.core.model(request.name, request.version or None))
-        return json_format.ParseDict({"config": config}, pb.ModelConfigResponse())
+        model = await self.core.model(request.name, request.version or None)
+        return self._configs.response(model, self.core.model_config)
 
     async def repository_index(self, request: pb.RepositoryIndexRequest) -> pb.RepositoryIndexResponse:
         """Triton's repository extension: the models of the repository, as REST lists them."""
