@@ -20,6 +20,7 @@ from .._declarations.errors import BadRequest
 from .._declarations.extras import needs_extra
 from .._declarations.python_backend import remember
 from .checks import check_inputs
+from .load_request import python_load_arguments
 from .request import DecodedRequest, RequestedOutput
 from .streaming import END
 
@@ -38,7 +39,9 @@ class _Core(Protocol):
 
     respond: Responder
 
-    async def load_model(self, name: str, parameters: Mapping[str, Any]) -> None: ...
+    async def load_model(
+        self, name: str, *, config: dict[str, Any] | None = None, files: dict[str, bytes] | None = None
+    ) -> None: ...
 
     async def unload_model(self, name: str) -> None: ...
 
@@ -183,10 +186,11 @@ class TritonHost:
     # Model control
 
     def load_model(self, name: str, config: str, files: Mapping[str, bytes] | None) -> None:
-        parameters: dict[str, Any] = {f"file:{path}": content for path, content in (files or {}).items()}
-        if config:
-            parameters["config"] = config
-        self._wait("pb_utils.load_model", self.core.load_model(name, parameters))
+        async def load() -> None:  # checked on the loop: a server not serving yet is what the model hears first
+            arguments = python_load_arguments(name, config, files)
+            await self.core.load_model(name, config=arguments.config, files=arguments.files)
+
+        self._wait("pb_utils.load_model", load())
 
     def unload_model(self, name: str) -> None:
         self._wait("pb_utils.unload_model", self.core.unload_model(name))

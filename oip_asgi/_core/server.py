@@ -14,23 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import anyio
 
-from .._declarations.errors import (
-    BadRequest,
-    ClientDisconnected,
-    ModelNotReady,
-    NotFound,
-    OIPError,
-    client_error,
-    quoted,
-)
+from .._declarations.errors import ClientDisconnected, ModelNotReady, NotFound, OIPError, client_error
 from .._declarations.model import Model, ModelsArgument, checked_models, declared_versions
 from .._declarations.model_repository import ModelRepository
 from .._version import __version__
@@ -284,25 +275,11 @@ class ServerCore:
     def repository_index(self, *, ready: bool = False) -> list[dict[str, str]]:
         return self._model_control().index(ready=ready)
 
-    async def load_model(self, name: str, parameters: Mapping[str, Any]) -> None:
-        """Triton's load request: its ``config`` parameter (ModelConfig JSON) and ``file:`` parameters (bytes)."""
-        config: Any = None
-        files: dict[str, bytes] = {}
-        for key, value in parameters.items():
-            if key == "config":
-                try:
-                    config = json.loads(value)
-                except (TypeError, ValueError) as exc:
-                    raise BadRequest(f"failed to load {quoted(name)}: parameter config is not JSON: {exc}") from None
-                if not isinstance(config, dict):
-                    raise BadRequest(f"failed to load {quoted(name)}: parameter config must be a JSON object")
-            elif key.startswith("file:"):
-                if not isinstance(value, bytes):
-                    raise BadRequest(f"failed to load {quoted(name)}: parameter {quoted(key)} must be bytes")
-                files[key.removeprefix("file:")] = value
-        if files and config is None:  # as Triton: files come with the config they go with
-            raise BadRequest(f"failed to load {quoted(name)}: file parameters need a config parameter too")
-        await self._model_control().load(name, config=config, files=files or None)
+    async def load_model(
+        self, name: str, *, config: dict[str, Any] | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
+        """Triton's load: `config` (ModelConfig JSON) and `files` (its paths' bytes); see `load_request.py`."""
+        await self._model_control().load(name, config=config, files=files)
 
     async def unload_model(self, name: str) -> None:
         await self._model_control().unload(name)

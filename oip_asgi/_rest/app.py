@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 from starlette.types import Receive, Scope, Send
 
+from .._core.load_request import load_arguments
 from .._core.logs import follow_the_host
 from .._core.request import DecodedRequest
 from .._core.responding import Reply
@@ -293,7 +294,8 @@ class OIPApp:
                     raise BadRequest(
                         f"failed to load {quoted(name)}: parameter {quoted(key)} is not base64: {exc}"
                     ) from None
-        await self.core.load_model(name, parameters)
+        config, files = load_arguments(name, parameters)
+        await self.core.load_model(name, config=config, files=files)
         await send_response(send, 200, [JSON], [b""])
 
     async def _unload_model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, NoReturn, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
+from .._core.load_request import load_arguments
 from .._core.request import DecodedRequest
 from .._core.responding import Reply
 from .._core.server import HasCore, ServerCore, core_of
@@ -356,7 +357,8 @@ class InferenceService:
             if choice is None:
                 raise BadRequest(f"failed to load {quoted(request.model_name)}: parameter {quoted(key)} has no value")
             parameters[key] = getattr(parameter, choice)
-        await self.core.load_model(request.model_name, parameters)
+        config, files = load_arguments(request.model_name, parameters)
+        await self.core.load_model(request.model_name, config=config, files=files)
         return pb.RepositoryModelLoadResponse()
 
     async def repository_model_unload(
