@@ -11,6 +11,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from ..calling import Calling
 from ..model import Model
 from .adapter import TritonModel, completed_config, is_triton_source
 from .host import PythonHost, remember
@@ -34,9 +35,11 @@ def triton_model(
 ) -> Model:
     """One version's `Model` of `cls`: `declared` are `Model`'s arguments from the completed `config`."""
     adapter = TritonModel(cls, declared["name"], declared["version"], folder, config, host)
+    # The core calls it with its requests, no more calls at once than it has instances; it is ready as they say.
+    calling = Calling(takes_requests=True, instance_count=adapter.instance_count, ready=adapter.is_ready)
     if adapter.decoupled:
         predict: Any = adapter.stream
         declared = {key: value for key, value in declared.items() if key not in ("max_batch_size", "max_batch_delay")}
     else:
         predict = adapter.execute_async if adapter.is_async else adapter.execute
-    return Model(predict, load=adapter.initialize, unload=adapter.finalize, **declared)
+    return Model(predict, load=adapter.initialize, unload=adapter.finalize, calling=calling, **declared)

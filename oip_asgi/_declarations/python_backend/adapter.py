@@ -321,11 +321,6 @@ class TritonModel:
             self._leave(token)
 
 
-# The core calls these with its requests (a list, or one for a stream) rather than keyword inputs.
-for _method in (TritonModel.execute, TritonModel.execute_async, TritonModel.stream):
-    setattr(_method, "takes_requests", True)  # noqa: B010  (a marker the core reads off the bound method)
-
-
 class _Sent:
     """A non-decoupled request's sender: it takes the one final response (Triton allows that)."""
 
