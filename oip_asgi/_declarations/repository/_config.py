@@ -1,9 +1,10 @@
 """A model's ``config.pbtxt`` (or a load request's config JSON) read into Triton's ``ModelConfig``, as JSON.
 
 Protobuf parses and checks both (field names, types, enum values), through the ``ModelConfig``
-message generated into ``oip_asgi.grpc.inference_pb2``: that is why reading a config needs the
-``grpc`` extra. The JSON is written as Triton's configuration endpoint writes it: proto field
-names, enum values by name, 64-bit integers as numbers, only the fields that are set.
+message generated into ``oip_asgi._protobuf.inference_pb2``: that is why reading a config needs
+protobuf (the ``repository`` extra; not grpcio). The JSON is written as Triton's configuration
+endpoint writes it: proto field names, enum values by name, 64-bit integers as numbers, only the
+fields that are set.
 """
 
 from __future__ import annotations
