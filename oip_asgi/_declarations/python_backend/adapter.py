@@ -1,13 +1,14 @@
 """A model.py's ``TritonPythonModel`` served (`TritonModel`), through the lifecycle Triton runs it through.
 
-The config's instance groups (instances.py) say how many objects of the class serve it: the `Model`'s load makes
-and ``initialize(args)``s each, with Triton's seven string keys and its own instance name; its unload
-``finalize``s each; ``is_ready``, when defined, is consulted by readiness. Each instance runs one
-``execute`` at a time: the core runs no more calls at once than `instance_count`, and each call takes
-a free instance and gives it back. ``execute`` takes a list of requests: the core hands it the
-requests a dynamic batch collected (not concatenated, as Triton), or one. A decoupled model answers
-through each request's response sender, from any thread, during or after ``execute``; here that
-stream is an async generator the core steps as it steps any decoupled model.
+The config's instance groups (instances.py) say how many objects of the class serve it: the
+`Model`'s load makes and ``initialize(args)``s each, with Triton's seven string keys and its own
+instance name; its unload ``finalize``s each; ``is_ready``, when defined, is consulted by readiness.
+Each instance runs one ``execute`` at a time: the core runs no more calls at once than
+`instance_count` (the `Model`'s `Calling` says so), and each call takes a free instance and gives it
+back. ``execute`` takes a list of requests: the core hands it the requests a dynamic batch collected
+(not concatenated, as Triton), or one. A decoupled model answers through each request's response
+sender, from any thread, during or after ``execute``; here that stream is an async generator the
+core steps as it steps any decoupled model.
 """
 
 from __future__ import annotations
