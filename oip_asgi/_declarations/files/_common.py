@@ -9,10 +9,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from ..calling import COMPUTES_ONLY
 from ..errors import BadRequest, ModelNotReady
 from ..extras import install_line
 from ..spec import TensorSpec
@@ -75,12 +76,13 @@ def check_options(own: Mapping[str, Any], accepted: Sequence[str], format: str) 
 
 
 class Runner(ABC):
-    """A file's model as a `Model` calls it: the inputs by name in, a mapping of `outputs` to arrays out."""
+    """A file's model as a `Model` calls it: the inputs by name in, a mapping of `outputs` to arrays out.
+
+    A library's computation, no I/O: its `Model` declares it `COMPUTES_ONLY`, so the core may run a call
+    on its event loop when it costs less than the hop to a worker thread (_core/inline.py).
+    """
 
     outputs: list[str]  # what it returns: all the file's outputs, or the ones the caller declared
-    # A library's computation, no I/O: the core may run a call on its event loop when it costs less than
-    # the hop to a worker thread (_core/inline.py).
-    computes_only: ClassVar[bool] = True
 
     @abstractmethod
     def __call__(self, **inputs: np.ndarray) -> Mapping[str, np.ndarray]: ...
@@ -135,6 +137,7 @@ class FileModel:
             "outputs": outputs,
             "labels": labels,
             "platform": self.platform,
+            "calling": COMPUTES_ONLY,
             **self._batching(declared),
             **declared,
             "properties": properties,
@@ -156,8 +159,6 @@ class _LoadedLater:
     Where the caller declared no inputs, the core cannot check a request's input names, so this does,
     against those the file turns out to take.
     """
-
-    computes_only: ClassVar[bool] = True  # its runner's, once loaded (Runner.computes_only)
 
     def __init__(self, file: Path, check_names: bool) -> None:
         self.file = file
@@ -199,7 +200,14 @@ def loaded_lazily(
         runner.loaded = loaded
 
     platform = "pytorch_libtorch" if format == "torch" and file.suffix != ".pt2" else PLATFORMS[format]
-    return {"predict": runner, "name": file.stem, "platform": platform, **declared, "load": load}
+    return {
+        "predict": runner,
+        "name": file.stem,
+        "platform": platform,
+        "calling": COMPUTES_ONLY,
+        **declared,
+        "load": load,
+    }
 
 
 def spec(name: str, datatype: str, shape: Sequence[int]) -> TensorSpec:
