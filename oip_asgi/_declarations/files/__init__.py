@@ -13,6 +13,7 @@ are the loaders; labels.py reads class names written beside a file.
 from __future__ import annotations
 
 from ._common import UnknownOption
-from ._reader import FORMATS, MODEL_EXTENSIONS, detect_format, file_model, read
+from ._reader import detect_format, file_model, read
+from .formats import FORMATS, FileFormat
 
-__all__ = ["FORMATS", "MODEL_EXTENSIONS", "UnknownOption", "detect_format", "file_model", "read"]
+__all__ = ["FORMATS", "FileFormat", "UnknownOption", "detect_format", "file_model", "read"]
