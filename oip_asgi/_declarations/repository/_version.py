@@ -8,31 +8,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..files import FORMATS
 from ..files._common import AdvisedError
+from ..files.formats import by_triton_name, default_file
 from ..model import Model
 from ..python_backend import PythonHost, is_triton_source, provide_utils, triton_model
 from ._errors import RepositoryError
 from ._modules import module_name, register
 from ._paths import is_model_name
 
-# Triton's file name for a platform's or backend's model, and the `Model.from_file` format it is.
-DEFAULT_FILES = {
-    "onnxruntime_onnx": "model.onnx",
-    "onnxruntime": "model.onnx",
-    "pytorch_libtorch": "model.pt",
-    "torch_export": "model.pt2",
-    "pytorch": "model.pt",
-    "python": "model.py",
-}
-_FORMAT_OF = {
-    "onnxruntime_onnx": "onnx",
-    "onnxruntime": "onnx",
-    "pytorch_libtorch": "torch",
-    "torch_export": "torch",
-    "pytorch": "torch",
-    **{format: format for format in FORMATS},
-}
 # The parameter that lets a pickle or joblib file load: "true", or the skops types to trust, comma-separated.
 TRUSTED = "trusted"
 
@@ -54,13 +37,13 @@ def version_model(
         if cls is not None:
             return triton_model(cls, declared, dict(config), folder.parent, host)
         return _python_model(file, module, declared)
-    kind = config.get("platform") or config.get("backend") or ""
+    known = by_triton_name(_kind(config))  # else the file's extension or content tells
     trusted = _trusted(config.get("parameters", {}).get(TRUSTED, {}).get("string_value", ""))
     options: dict[str, Any] = {"trusted": trusted} if trusted else {}
     if config:  # its config says whether it batches (Triton auto-completes only a model without one)
         declared.setdefault("max_batch_size", None)
     try:
-        return Model.from_file(file, format=_FORMAT_OF.get(kind), **options, **declared)
+        return Model.from_file(file, format=known.name if known else None, **options, **declared)
     except AdvisedError as exc:  # its way forward here is the config's, not Model.from_file's argument
         raise RepositoryError(f"model {declared['name']!r}: {exc.for_origin('repository')}") from exc
 
@@ -72,7 +55,8 @@ def _model_file(folder: Path, config: Mapping[str, Any]) -> Path:
             raise RepositoryError(f"version {folder.name} of {folder.parent.name!r} has no {named!r}")
         return folder / named
     files = sorted(entry for entry in folder.iterdir() if not entry.name.startswith("."))
-    default = DEFAULT_FILES.get(config.get("platform") or config.get("backend") or "")
+    kind = _kind(config)
+    default = "model.py" if kind == "python" else default_file(kind)  # the file Triton's platform or backend reads
     candidates = [entry for entry in files if entry.name == default] or [
         entry for entry in files if entry.stem == "model"
     ]
@@ -85,6 +69,12 @@ def _model_file(folder: Path, config: Mapping[str, Any]) -> Path:
         f"version {folder.name} of {folder.parent.name!r} holds {listed}: name the model file model.<ext> "
         "or set default_model_filename"
     )
+
+
+def _kind(config: Mapping[str, Any]) -> str:
+    """The config's platform, or else its backend: Triton's name for what runs the model."""
+    kind: str = config.get("platform") or config.get("backend") or ""
+    return kind
 
 
 def _trusted(value: str) -> bool | list[str]:
