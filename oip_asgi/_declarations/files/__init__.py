@@ -5,9 +5,11 @@ loaded) reads what the file says about itself: its tensors' names, datatypes and
 names, its feature names. What the caller passes overrides it, and the result is the keyword arguments
 of a plain `Model` (`Model.from_file` builds it). Nothing here serves: the loaders only declare.
 
-_reader.py tells a file's library and reads it; _common.py holds what every loader shares; _onnx.py,
-_sklearn.py, _xgboost.py, _lightgbm.py, _torch.py (and _trees.py, the two tree libraries' outputs)
-are the loaders; labels.py reads class names written beside a file.
+formats.py is the formats, one entry each (how a file of it is told, its Triton names and platform, its
+extra, its loader), which everything else reads; _reader.py tells a file's format and reads it; _common.py
+holds what every loader shares; _onnx.py, _sklearn.py, _xgboost.py, _lightgbm.py, _torch.py (and
+_trees.py, the two tree libraries' outputs) are the loaders; labels.py reads class names written beside a
+file.
 """
 
 from __future__ import annotations
