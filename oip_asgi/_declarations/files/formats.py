@@ -98,68 +98,24 @@ def _is_torch(content: Content) -> bool:
     return any(name.endswith(("archive_format", "/code/", ".py", "data.pkl")) for name in content.zip_names)
 
 
-# In the order their contents are tried (a skops archive before a PyTorch one).
-FORMATS: dict[str, FileFormat] = {
-    entry.name: entry
-    for entry in (
-        FileFormat(
-            name="onnx",
-            title="ONNX",
-            extensions=(".onnx",),
-            sniff=_is_onnx,
-            platform="onnxruntime_onnx",
-            extra="onnx",
-            packages=("onnxruntime", "onnx"),
-            loader="._onnx",
-            triton={"onnxruntime_onnx": "model.onnx", "onnxruntime": "model.onnx"},
-        ),
-        FileFormat(
-            name="sklearn",
-            title="scikit-learn",
-            extensions=(".skops", ".joblib", ".pkl", ".pickle"),
-            sniff=_is_sklearn,
-            platform="sklearn",
-            extra="sklearn",
-            packages=("sklearn", "skops", "joblib", "pandas"),
-            loader="._sklearn",
-            tabular=True,
-        ),
-        FileFormat(
-            name="xgboost",
-            title="XGBoost",
-            extensions=(".ubj", ".xgb"),
-            sniff=_is_xgboost,
-            platform="xgboost",
-            extra="xgboost",
-            packages=("xgboost",),
-            loader="._xgboost",
-            tabular=True,
-        ),
-        FileFormat(
-            name="lightgbm",
-            title="LightGBM",
-            extensions=(),  # its text files are told by their content
-            sniff=_is_lightgbm,
-            platform="lightgbm",
-            extra="lightgbm",
-            packages=("lightgbm",),
-            loader="._lightgbm",
-            tabular=True,
-        ),
-        FileFormat(
-            name="torch",
-            title="PyTorch",
-            extensions=(".pt2", ".pt", ".pth"),
-            sniff=_is_torch,
-            platform="pytorch_libtorch",
-            extra="torch",
-            packages=("torch",),
-            loader="._torch",
-            triton={"torch_export": "model.pt2", "pytorch_libtorch": "model.pt", "pytorch": "model.pt"},
-            extension_platforms={".pt2": "torch_export"},
-        ),
-    )
-}
+# In the order their contents are tried (a skops archive before a PyTorch one). Each entry: its name, its title, its
+# extensions and its sniffing, then the rest by keyword.
+FORMATS: dict[str, FileFormat] = {entry.name: entry for entry in (
+    FileFormat("onnx", "ONNX", (".onnx",), _is_onnx, platform="onnxruntime_onnx",
+               extra="onnx", packages=("onnxruntime", "onnx"), loader="._onnx",
+               triton={"onnxruntime_onnx": "model.onnx", "onnxruntime": "model.onnx"}),
+    FileFormat("sklearn", "scikit-learn", (".skops", ".joblib", ".pkl", ".pickle"), _is_sklearn, platform="sklearn",
+               extra="sklearn", packages=("sklearn", "skops", "joblib", "pandas"), loader="._sklearn", tabular=True),
+    FileFormat("xgboost", "XGBoost", (".ubj", ".xgb"), _is_xgboost, platform="xgboost",
+               extra="xgboost", packages=("xgboost",), loader="._xgboost", tabular=True),
+    # LightGBM's text files are told by their content alone.
+    FileFormat("lightgbm", "LightGBM", (), _is_lightgbm, platform="lightgbm",
+               extra="lightgbm", packages=("lightgbm",), loader="._lightgbm", tabular=True),
+    FileFormat("torch", "PyTorch", (".pt2", ".pt", ".pth"), _is_torch, platform="pytorch_libtorch",
+               extra="torch", packages=("torch",), loader="._torch",
+               triton={"torch_export": "model.pt2", "pytorch_libtorch": "model.pt", "pytorch": "model.pt"},
+               extension_platforms={".pt2": "torch_export"}),
+)}  # fmt: skip
 
 
 def by_extension(file: Path) -> FileFormat | None:
