@@ -17,6 +17,7 @@ import pytest
 from oip_asgi import Model, TensorSpec, oip_app
 from oip_asgi._core import heap, inline
 from oip_asgi._core.server import ServerCore
+from oip_asgi._declarations.calling import COMPUTES_ONLY
 from oip_asgi._declarations.files._common import Runner
 from oip_asgi._hosts.cli.target import load_target
 
@@ -120,7 +121,7 @@ async def test_a_model_files_cheap_calls_run_on_the_event_loop_and_larger_or_slo
 ) -> None:
     runner = _Recording()
     loop_thread = threading.get_ident()
-    async with client(oip_app({"m": Model(runner, **SPECS)})) as http:
+    async with client(oip_app({"m": Model(runner, **SPECS, calling=COMPUTES_ONLY)})) as http:
         for _ in range(2):  # the first call runs on a thread and is measured; the next of its size inline
             assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
         assert runner.threads[0] != loop_thread and runner.threads[1] == loop_thread
@@ -150,7 +151,7 @@ async def test_a_plain_sync_function_always_runs_on_a_worker_thread(cheap: pytes
 async def test_a_model_file_that_fails_inline_is_a_500_naming_the_model() -> None:
     runner = _Recording()
     loop_thread = threading.get_ident()
-    async with client(oip_app({"m": Model(runner, **SPECS)})) as http:
+    async with client(oip_app({"m": Model(runner, **SPECS, calling=COMPUTES_ONLY)})) as http:
         await http.post("/models/m/infer", json=body(4))  # measured on a thread
         runner.fail = True
         response = await http.post("/models/m/infer", json=body(4))
@@ -164,7 +165,7 @@ async def test_a_model_files_call_with_other_requests_in_flight_runs_on_a_thread
     runner = _Recording()
     loop_thread = threading.get_ident()
     # Every batch here runs once it is full (8 elements), never on its delay, however slow the machine.
-    model = Model(runner, **SPECS, max_batch_size=8, max_batch_delay=HANG)
+    model = Model(runner, **SPECS, calling=COMPUTES_ONLY, max_batch_size=8, max_batch_delay=HANG)
     async with client(oip_app({"m": model})) as http:
         for _ in range(2):  # a lone request of 8 elements: measured, then inline
             assert (await http.post("/models/m/infer", json=body(8))).status_code == 200

@@ -34,6 +34,23 @@ def test_tensors_and_lookups() -> None:
         request.get_response_sender()
 
 
+# What pb_utils named before it became a thin module over smaller ones: Triton's names, and two of ours.
+TRITON_NAMES = {
+    "InferenceRequest", "InferenceResponse", "InferenceResponseSender", "Logger", "Metric", "MetricFamily",
+    "ModelConfig", "TRITONSERVER_REQUEST_FLAG_SEQUENCE_END", "TRITONSERVER_REQUEST_FLAG_SEQUENCE_START",
+    "TRITONSERVER_REQUEST_RELEASE_ALL", "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE",
+    "TRITONSERVER_RESPONSE_COMPLETE_FINAL", "TRITON_STRING_TO_NUMPY", "Tensor", "TritonError", "TritonModelException",
+    "deserialize_bytes_tensor", "get_input_config_by_name", "get_input_tensor_by_name", "get_output_config_by_name",
+    "get_output_tensor_by_name", "is_model_ready", "load_model", "numpy_to_triton_type", "serialize_byte_tensor",
+    "triton_string_to_numpy", "triton_to_numpy_type", "unload_model", "using_decoupled_model_transaction_policy",
+}  # fmt: skip
+
+
+def test_pb_utils_names_what_it_always_named() -> None:
+    assert set(pb_utils.__all__) == TRITON_NAMES
+    assert TRITON_NAMES | {"BLSRequest", "datatype_of"} <= set(dir(pb_utils))
+
+
 def test_type_tables_match_tritons_numbers() -> None:
     assert pb_utils.triton_string_to_numpy("TYPE_FP32") is np.float32
     assert pb_utils.numpy_to_triton_type(np.int32) == 8 and pb_utils.triton_to_numpy_type(13) is np.object_

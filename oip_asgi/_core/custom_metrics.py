@@ -9,7 +9,6 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client.core import CollectorRegistry, Metric
 
@@ -115,7 +114,7 @@ class CustomFamilies:
         if registry is not None:
             registry.register(self)
 
-    def family(self, name: str, description: str, kind: str) -> Any:
+    def family(self, name: str, description: str, kind: str) -> _FamilyHandle:
         with self._lock:
             found = self._families.get(name)
             if found is None:

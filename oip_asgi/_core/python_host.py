@@ -11,33 +11,40 @@ server's Prometheus registry, their names and labels as the model wrote them.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import queue
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._declarations.errors import BadRequest
 from .._declarations.extras import needs_extra
-from .._declarations.python_backend import remember
+from .._declarations.python_backend import BLSRequest, BLSResponse, MetricFamilyHandle, remember
 from .checks import check_inputs
 from .load_request import python_load_arguments
 from .request import DecodedRequest, RequestedOutput
 from .streaming import END
 
 if TYPE_CHECKING:
-    from .responding import Reply, Responder
+    from prometheus_client import CollectorRegistry
+
+    from .custom_metrics import CustomFamilies
+    from .responding import Body, Reply, Responder
     from .serving import ServedModel
     from .workers import WorkerPool
+
+T = TypeVar("T")
 
 
 class _Core(Protocol):
     """What BLS and model control use of the `ServerCore`."""
 
     pool: WorkerPool
-
-    async def infer(self, name: str, version: str | None, exchange: Any, body: Any = None) -> Any: ...
-
     respond: Responder
+
+    async def infer(
+        self, name: str, version: str | None, exchange: _Exchange, body: Body[BLSResponse] | None = None
+    ) -> BLSResponse | None: ...
 
     async def load_model(
         self, name: str, *, config: dict[str, Any] | None = None, files: dict[str, bytes] | None = None
@@ -61,11 +68,11 @@ class _Exchange:
     endpoint = "BLS"
     received = sent = 0
 
-    def __init__(self, request: Any, outlet: Any = None) -> None:
+    def __init__(self, request: BLSRequest, outlet: Callable[[BLSResponse], None] | None = None) -> None:
         self._request = request
-        self._outlet = outlet  # a decoupled call's: takes each response, then END
+        self._outlet = outlet  # a decoupled call's: takes each response
         self.responses = 0
-        self.result: Any = None
+        self.result: BLSResponse | None = None
 
     async def decode(self, model: ServedModel) -> DecodedRequest:
         bls = self._request
@@ -78,17 +85,18 @@ class _Exchange:
         inputs = {name: array for name, (_, array) in bls.inputs.items()}
         return DecodedRequest(inputs, id=bls.id or None, parameters=bls.parameters, outputs=outputs)
 
-    def encode(self, reply: Reply) -> Any:
-        return [(output.name, output.array) for output in reply.outputs], reply.parameters
+    def encode(self, reply: Reply) -> BLSResponse:
+        return BLSResponse({output.name: output.array for output in reply.outputs}, reply.parameters)
 
-    async def send(self, response: Any) -> None:
+    async def send(self, response: BLSResponse) -> None:
         self.result = response
         self.responses += 1
 
     async def start(self) -> None:
         pass
 
-    async def send_next(self, response: Any) -> None:
+    async def send_next(self, response: BLSResponse) -> None:
+        assert self._outlet is not None  # (only a decoupled call is answered several times)
         self.responses += 1
         self._outlet(response)
 
@@ -96,14 +104,21 @@ class _Exchange:
         pass
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class TritonHost:
     """`core` as the `PythonHost` of the Triton Python models it serves."""
 
-    def __init__(self, core: _Core, registry: Any = None) -> None:
+    def __init__(self, core: _Core, registry: CollectorRegistry | None = None) -> None:
         self.core = core
         self.registry = registry  # the prometheus_client registry of the server's /metrics, if it has one
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._families: Any = None
+        self._families: CustomFamilies | None = None
         remember(self)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -113,15 +128,11 @@ class TritonHost:
         loop = self.loop
         if loop is None:
             raise RuntimeError(f"{what}: the server has not started serving")
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
+        if _running_loop() is loop:
             raise RuntimeError(f"{what} would block the event loop: from an async execute, await its async form")
         return loop
 
-    def _wait(self, what: str, coroutine: Any) -> Any:
+    def _wait(self, what: str, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run `coroutine` on the server's loop from this thread, lending this thread's place in the pool."""
         try:
             loop = self._loop(what)
@@ -133,55 +144,46 @@ class TritonHost:
 
     # BLS
 
-    def infer(self, model: str, version: str, request: Any) -> Any:
-        return self._wait("InferenceRequest.exec()", self.infer_async(model, version, request))
+    def infer(self, request: BLSRequest) -> BLSResponse:
+        return self._wait("InferenceRequest.exec()", self.infer_async(request))
 
-    async def infer_async(self, model: str, version: str, request: Any) -> Any:
+    async def infer_async(self, request: BLSRequest) -> BLSResponse:
         exchange = _Exchange(request)
-        await self.core.infer(model, version or None, exchange)
+        await self.core.infer(request.model, request.version or None, exchange)
+        assert exchange.result is not None  # a unary answer is sent, or its failure raised
         return exchange.result
 
-    def stream(self, model: str, version: str, request: Any) -> Iterator[Any]:
+    def stream(self, request: BLSRequest) -> Iterator[BLSResponse]:
         loop = self._loop("InferenceRequest.exec(decoupled=True)")
-        items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        items: queue.SimpleQueue[object] = queue.SimpleQueue()
 
-        async def run() -> None:
-            try:
-                await self.core.infer(
-                    model, version or None, _Exchange(request, items.put), self.core.respond.streaming
-                )
-            except BaseException as exc:
-                items.put(exc)
-                raise
-            finally:
-                items.put(END)
+        def start() -> concurrent.futures.Future[None]:
+            return asyncio.run_coroutine_threadsafe(self._streamed(request, items.put), loop)
 
-        return _thread_responses(items, lambda: asyncio.run_coroutine_threadsafe(run(), loop), self.core.pool)
+        return _thread_responses(items, start, self.core.pool)
 
-    async def stream_async(self, model: str, version: str, request: Any) -> AsyncIterator[Any]:
-        items: asyncio.Queue[Any] = asyncio.Queue()
-
-        async def run() -> None:
-            try:
-                exchange = _Exchange(request, items.put_nowait)
-                await self.core.infer(model, version or None, exchange, self.core.respond.streaming)
-            except Exception as exc:
-                items.put_nowait(exc)
-            finally:
-                items.put_nowait(END)
-
-        task = asyncio.get_running_loop().create_task(run())
+    async def stream_async(self, request: BLSRequest) -> AsyncIterator[BLSResponse]:
+        items: asyncio.Queue[object] = asyncio.Queue()
+        task = asyncio.get_running_loop().create_task(self._streamed(request, items.put_nowait))
         try:
-            while True:
-                item = await items.get()
-                if item is END:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
+            while (response := _response(await items.get())) is not None:
+                yield response
         finally:
             if not task.done():
                 task.cancel()
+
+    async def _streamed(self, request: BLSRequest, put: Callable[[object], None]) -> None:
+        """A decoupled call on the loop: each response `put` as it comes, then its failure if it fails, then END."""
+        try:
+            exchange = _Exchange(request, put)
+            await self.core.infer(request.model, request.version or None, exchange, self.core.respond.streaming)
+        except Exception as exc:
+            put(exc)
+        except BaseException as exc:  # cancelled: a reader still waiting learns it
+            put(exc)
+            raise
+        finally:
+            put(END)
 
     # Model control
 
@@ -196,26 +198,23 @@ class TritonHost:
         self._wait("pb_utils.unload_model", self.core.unload_model(name))
 
     def is_model_ready(self, name: str, version: str) -> bool:
-        async def ready() -> bool:
+        def ready() -> bool:
             try:
                 return self.core.model_ready(name, version or None)
             except Exception:
                 return False
 
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not None and running is self.loop:
-            try:
-                return self.core.model_ready(name, version or None)
-            except Exception:
-                return False
-        return bool(self._wait("pb_utils.is_model_ready", ready()))
+        if self.loop is not None and _running_loop() is self.loop:
+            return ready()
+
+        async def on_the_loop() -> bool:
+            return ready()
+
+        return self._wait("pb_utils.is_model_ready", on_the_loop())
 
     # Custom metrics
 
-    def metric_family(self, name: str, description: str, kind: str) -> Any:
+    def metric_family(self, name: str, description: str, kind: str) -> MetricFamilyHandle:
         if self._families is None:
             with needs_extra("metrics", "pb_utils.MetricFamily"):
                 from .custom_metrics import CustomFamilies  # prometheus_client
@@ -224,7 +223,19 @@ class TritonHost:
         return self._families.family(name, description, kind)
 
 
-def _thread_responses(items: queue.SimpleQueue[Any], start: Any, pool: WorkerPool) -> Iterator[Any]:
+def _response(item: object) -> BLSResponse | None:
+    """A decoupled call's next response; None once it has ended; its failure raised."""
+    if item is END:
+        return None
+    if isinstance(item, BaseException):
+        raise item
+    assert isinstance(item, BLSResponse)
+    return item
+
+
+def _thread_responses(
+    items: queue.SimpleQueue[object], start: Callable[[], concurrent.futures.Future[None]], pool: WorkerPool
+) -> Iterator[BLSResponse]:
     """The responses of a decoupled call started by `start`, as they come, waited for with the thread lent."""
     future = None
     try:
@@ -233,11 +244,10 @@ def _thread_responses(items: queue.SimpleQueue[Any], start: Any, pool: WorkerPoo
                 if future is None:
                     future = start()
                 item = items.get()
-            if item is END:
+            response = _response(item)
+            if response is None:
                 return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
+            yield response
     finally:
         if future is not None and not future.done():
             future.cancel()

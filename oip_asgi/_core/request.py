@@ -1,28 +1,8 @@
-"""A request as every wire hands it to the core: the one value that carries it through serving,
-batching and the worker pool to the model, and what the client asked to get back."""
+"""A request as every wire hands it to the core (`DecodedRequest`, declared in ``_declarations/request.py``,
+where a model that takes requests names it), and what the client asked to get back."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from .._declarations.request import DecodedRequest, RequestedOutput
 
-import numpy as np
-
-
-@dataclass(slots=True)
-class RequestedOutput:
-    name: str
-    classification: int | None = None
-    binary: bool | None = None  # REST's `binary_data` parameter, when the request sets it
-
-
-@dataclass(slots=True)
-class DecodedRequest:
-    """A request's tensors as arrays, its parameters (the request's and each input's), and what to answer."""
-
-    inputs: dict[str, np.ndarray]
-    id: str | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
-    outputs: list[RequestedOutput] | None = None  # None: every output
-    binary_outputs: bool = False  # REST: outputs the request does not list come back binary
-    input_parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # each input's, where it has any
+__all__ = ["DecodedRequest", "RequestedOutput"]

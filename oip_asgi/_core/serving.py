@@ -19,7 +19,7 @@ import anyio
 import anyio.to_thread
 
 from .._declarations.errors import ModelError, ModelNotReady, OIPError
-from .._declarations.model import Model, Outputs
+from .._declarations.model import Model, Outcome, Outputs
 from .batching import Batcher
 from .inline import InlineCalls
 from .lanes import Lanes
@@ -60,19 +60,19 @@ class ServedModel:
         self.output_spec = model.output_spec
         self.labels_for = model.labels_for
         self.decoupled = model.decoupled  # a generator: it answers over time, on a streaming body
+        calling = model.calling  # how to call it: read here once, never per request
         # A Triton Python model's execute takes a list of requests and answers each (a result or its error);
-        # its instance's is_ready(), where it has one, is consulted by readiness.
-        self.takes_requests = model.takes_requests
-        owner = getattr(model.predict, "__self__", None) if model.takes_requests else None
-        self._ready_check: Callable[[], bool] | None = getattr(owner, "is_ready", None)
+        # its readiness check, where it has one, is consulted by readiness.
+        self.takes_requests = calling.takes_requests
+        self._ready_check = calling.ready
         # Its instances (Triton's instance_group): each runs one execute at a time, so calls beyond their
         # number wait here, on the loop, rather than hold a worker thread each.
-        self._instance_count: int | None = getattr(owner, "instance_count", None)
+        self._instance_count = calling.instance_count
         self._instance_slots: asyncio.Semaphore | None = None  # an async execute's
         self._lanes = Lanes(pool, self._instance_count) if self._instance_count and not model.is_async else None
         self.pool = pool
         # A model file's library call: pure computation, which may run on the loop when cheaper than the hop.
-        self.inline = InlineCalls() if getattr(model.predict, "computes_only", False) else None
+        self.inline = InlineCalls() if calling.computes_only else None
         self.statistics = ModelStatistics()
         self.state: State = "READY" if model.load is None else "LOADING"
         self.reason = ""  # why it is UNAVAILABLE
@@ -94,7 +94,7 @@ class ServedModel:
                 keyed_by_parameters=model.takes_parameters or model.takes_input_parameters,
                 single_output=model.outputs[0].name,
                 statistics=self.statistics,
-                each=self.invoke_requests if model.takes_requests else None,
+                each=self.invoke_requests if self.takes_requests else None,
             )
 
     def __repr__(self) -> str:
@@ -206,13 +206,13 @@ class ServedModel:
 
     async def invoke(self, request: DecodedRequest, call: CallTimes) -> Outputs:
         """One call of the user's function; what it raises, unless an `OIPError`, becomes a logged `ModelError`."""
-        model = self.model
-        result: Outputs
-        if model.takes_requests:
+        if self.takes_requests:
             (outcome,) = await self.invoke_requests([request], call)
             if isinstance(outcome, BaseException):
                 raise outcome
-            return outcome  # type: ignore[no-any-return]
+            return outcome
+        model = self.model
+        result: Outputs
         try:
             if model.is_async:
                 plain = not (model.takes_parameters or model.takes_input_parameters)
@@ -256,11 +256,11 @@ class ServedModel:
                 inline.measured(size, call.ended - call.started)
         return result
 
-    async def invoke_requests(self, requests: list[DecodedRequest], call: CallTimes) -> list[Any]:
+    async def invoke_requests(self, requests: list[DecodedRequest], call: CallTimes) -> list[Outcome]:
         """One call of a model that takes requests: each request's outputs, or the error it gets."""
         if self._lanes is not None:
             try:
-                outcomes: list[Any] = await self._lanes.run(_timed_requests, self.model, requests, call)
+                outcomes: list[Outcome] = await self._lanes.run(_timed_requests, self.model, requests, call)
             except (Exception, SystemExit) as exc:
                 raised = exc.exception if isinstance(exc, Escaped) else exc
                 return [self.failure(raised)] * len(requests)
@@ -282,13 +282,13 @@ class ServedModel:
 
     async def _call_requests(
         self, requests: list[DecodedRequest], call: CallTimes, done: Callable[[], None] | None = None
-    ) -> list[Any]:
+    ) -> list[Outcome]:
         """The model's call; `done` once an async one has ended (a sync one with instances runs in lanes)."""
         model = self.model
         if model.is_async:
             call.started = now()
             try:
-                outcomes: list[Any] = await model.predict(requests)  # type: ignore[call-arg,misc]
+                outcomes: list[Outcome] = await model.predict(requests)  # type: ignore[call-arg,misc]
             finally:
                 call.ended = now()
                 if done is not None:
@@ -327,7 +327,7 @@ class ServedModel:
         times.submitted = now()
         try:
             # Calling a generator function runs none of its body: cheap enough for the event loop.
-            produced = model.predict(request) if model.takes_requests else model.predict(**kwargs)  # type: ignore[call-arg]
+            produced = model.predict(request) if self.takes_requests else model.predict(**kwargs)  # type: ignore[call-arg]
         except OIPError:
             raise
         except Exception as exc:
@@ -358,10 +358,11 @@ def arguments(model: Model, request: DecodedRequest) -> dict[str, Any]:
     return kwargs
 
 
-def _timed_requests(model: Model, requests: list[DecodedRequest], call: CallTimes) -> Any:
+def _timed_requests(model: Model, requests: list[DecodedRequest], call: CallTimes) -> list[Outcome]:
     call.started = now()
     try:
-        return model.predict(requests)  # type: ignore[call-arg]  # a model that takes requests
+        outcomes: list[Outcome] = model.predict(requests)  # type: ignore[call-arg,assignment]  # takes requests
+        return outcomes
     finally:
         call.ended = now()
 

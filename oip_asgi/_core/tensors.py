@@ -1,5 +1,5 @@
 """Tensor codecs every wire shares: binary tensor bytes to numpy arrays and back, and a model's
-outputs as arrays of their datatypes. (REST's JSON ``data`` is in `_json_tensors`.)"""
+outputs as arrays of their datatypes. (REST's JSON ``data`` is in ``_rest/json_tensors.py``.)"""
 
 from __future__ import annotations
 

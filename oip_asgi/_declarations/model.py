@@ -12,6 +12,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
+from .calling import BY_KEYWORD, Calling
 from .checks import (
     check_batching,
     check_decoupled,
@@ -22,6 +23,7 @@ from .checks import (
     is_generator,
     takes_argument,
 )
+from .errors import OIPError
 from .result import Result
 from .spec import TensorSpec
 from .triton import version_key
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 
 # What a model returns: output names to array-likes, one array-like, or either inside a `Result`.
 Outputs: TypeAlias = "Mapping[str, ArrayLike] | ArrayLike | Result"
+# What a model that takes requests (`Calling.takes_requests`) answers each request with: its outputs or its error.
+Outcome: TypeAlias = "Outputs | OIPError"
 
 
 class Predict(Protocol):
@@ -67,6 +71,9 @@ class Model:
 
     ``name`` is the name to serve it under where nothing else names it (``oip-asgi serve`` of a model
     file); a models mapping's key always wins (a `Model` listed under two names is served as two).
+
+    ``calling`` says how the core calls ``predict`` where not as above (`Calling`): the server's own
+    readers declare it (a model file's runner, a Triton Python model); a model written in Python leaves it.
     """
 
     def __init__(
@@ -85,18 +92,21 @@ class Model:
         properties: Mapping[str, str] | None = None,
         max_batch_size: int | None = None,
         max_batch_delay: float = 0.002,
+        calling: Calling = BY_KEYWORD,
     ) -> None:
         if not callable(predict):
             raise TypeError(f"a model must be callable, got {type(predict).__name__}")
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        if not isinstance(calling, Calling):
+            raise TypeError(f"calling must be a Calling, got {type(calling).__name__}")
         self.predict = predict
         self.name = name
         self.inputs: tuple[TensorSpec, ...] | None = checked_specs(inputs, "inputs", TensorSpec)
         self.outputs: tuple[TensorSpec, ...] | None = checked_specs(outputs, "outputs", TensorSpec)
+        self.calling = calling
         # A model that takes the core's requests (a Triton Python model's execute) has no keyword inputs.
-        self.takes_requests = bool(getattr(predict, "takes_requests", False))
-        if not self.takes_requests:
+        if not calling.takes_requests:
             check_signature(predict, self.inputs)
         check_labels(labels, self.outputs)
         check_batching(max_batch_size, max_batch_delay, self.inputs, self.outputs)

@@ -9,21 +9,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from ..calling import COMPUTES_ONLY
 from ..errors import BadRequest, ModelNotReady
 from ..extras import install_line
 from ..spec import TensorSpec
-
-PLATFORMS = {
-    "onnx": "onnxruntime_onnx",
-    "sklearn": "sklearn",
-    "xgboost": "xgboost",
-    "lightgbm": "lightgbm",
-    "torch": "torch_export",
-}
+from .formats import FORMATS, extra_of
 
 
 class ModelFileError(ValueError):
@@ -54,12 +48,14 @@ class MissingExtra(ImportError):
     """A model file whose library is not installed."""
 
 
-def require(module: str, extra: str, purpose: str) -> ModuleType:
-    """`module` imported, or an error that says which extra brings it and how to install that."""
+def require(module: str, purpose: str) -> ModuleType:
+    """`module` imported, or an error that says which extra brings it (a format's, formats.py) and how to install
+    that."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtra(f"{purpose} needs the {module.split('.')[0]} package: {install_line(extra)}") from exc
+        package = module.split(".")[0]
+        raise MissingExtra(f"{purpose} needs the {package} package: {install_line(extra_of(package))}") from exc
 
 
 class UnknownOption(TypeError):
@@ -67,20 +63,23 @@ class UnknownOption(TypeError):
 
 
 def check_options(own: Mapping[str, Any], accepted: Sequence[str], format: str) -> None:
+    """`own` are options of `format` (its name in formats.py) or `lazy`, or an error naming those it takes."""
     unknown = sorted(set(own) - set(accepted))
     if unknown:
         takes = ", ".join(sorted({*accepted, "lazy"}))
         unknowns = ", ".join(unknown)
-        raise UnknownOption(f"Model.from_file: unknown option {unknowns} for a {format} file; it takes {takes}")
+        title = FORMATS[format].title
+        raise UnknownOption(f"Model.from_file: unknown option {unknowns} for a {title} file; it takes {takes}")
 
 
 class Runner(ABC):
-    """A file's model as a `Model` calls it: the inputs by name in, a mapping of `outputs` to arrays out."""
+    """A file's model as a `Model` calls it: the inputs by name in, a mapping of `outputs` to arrays out.
+
+    A library's computation, no I/O: its `Model` declares it `COMPUTES_ONLY`, so the core may run a call
+    on its event loop when it costs less than the hop to a worker thread (_core/inline.py).
+    """
 
     outputs: list[str]  # what it returns: all the file's outputs, or the ones the caller declared
-    # A library's computation, no I/O: the core may run a call on its event loop when it costs less than
-    # the hop to a worker thread (_core/inline.py).
-    computes_only: ClassVar[bool] = True
 
     @abstractmethod
     def __call__(self, **inputs: np.ndarray) -> Mapping[str, np.ndarray]: ...
@@ -109,6 +108,8 @@ DEFAULT_MAX_BATCH_SIZE = 64
 class FileModel:
     """What a file says about the model it holds, and the callable that runs it.
 
+    `platform`: Triton's, where the loader tells which of its format's platforms the file is; else the reader
+    gives the format's (formats.py).
     `batches_rows`: the model takes a table of rows whatever their number (a tabular model's, or an ONNX graph's
     whose every first dimension is variable), so requests' rows may be concatenated into one call.
     """
@@ -116,7 +117,7 @@ class FileModel:
     predict: Runner
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
-    platform: str
+    platform: str | None = None
     labels: dict[str, list[str]] = field(default_factory=dict)
     properties: dict[str, str] = field(default_factory=dict)
     batches_rows: bool = False
@@ -135,6 +136,7 @@ class FileModel:
             "outputs": outputs,
             "labels": labels,
             "platform": self.platform,
+            "calling": COMPUTES_ONLY,
             **self._batching(declared),
             **declared,
             "properties": properties,
@@ -156,8 +158,6 @@ class _LoadedLater:
     Where the caller declared no inputs, the core cannot check a request's input names, so this does,
     against those the file turns out to take.
     """
-
-    computes_only: ClassVar[bool] = True  # its runner's, once loaded (Runner.computes_only)
 
     def __init__(self, file: Path, check_names: bool) -> None:
         self.file = file
@@ -181,7 +181,7 @@ class _LoadedLater:
 
 
 def loaded_lazily(
-    file: Path, format: str, read: Callable[[], FileModel], declared: Mapping[str, Any]
+    file: Path, platform: str, read: Callable[[], FileModel], declared: Mapping[str, Any]
 ) -> dict[str, Any]:
     """`Model`'s arguments for one that reads its file when the server starts: until then (or if that
     fails) it is not ready.
@@ -198,8 +198,14 @@ def loaded_lazily(
         )
         runner.loaded = loaded
 
-    platform = "pytorch_libtorch" if format == "torch" and file.suffix != ".pt2" else PLATFORMS[format]
-    return {"predict": runner, "name": file.stem, "platform": platform, **declared, "load": load}
+    return {
+        "predict": runner,
+        "name": file.stem,
+        "platform": platform,
+        "calling": COMPUTES_ONLY,
+        **declared,
+        "load": load,
+    }
 
 
 def spec(name: str, datatype: str, shape: Sequence[int]) -> TensorSpec:

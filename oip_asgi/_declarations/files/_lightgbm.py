@@ -14,8 +14,8 @@ from ._trees import Task, TreeModel
 
 
 def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> FileModel:
-    check_options(options, (), "LightGBM")
-    lgb = require("lightgbm", "lightgbm", f"model file {file.name!r}")
+    check_options(options, (), "lightgbm")
+    lgb = require("lightgbm", f"model file {file.name!r}")
     try:
         booster = lgb.Booster(model_file=str(file))
     except Exception as exc:  # LightGBMError, or whatever its parser raised
@@ -31,7 +31,6 @@ def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> Fi
         predict=TreeModel(task, booster.predict, features, file.name, np.dtype(np.float64)),
         inputs=[spec("input-0", "FP64", [-1, features])],
         outputs=task.outputs("FP64"),
-        platform="lightgbm",
         properties=properties,
         batches_rows=True,
     )

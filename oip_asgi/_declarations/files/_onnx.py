@@ -39,8 +39,8 @@ _CLASSIFIERS = ("LinearClassifier", "SVMClassifier", "TreeEnsembleClassifier", "
 
 
 def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> FileModel:
-    check_options(options, ("providers", "session_options"), "ONNX")
-    ort = require("onnxruntime", "onnx", f"model file {file.name!r}")
+    check_options(options, ("providers", "session_options"), "onnx")
+    ort = require("onnxruntime", f"model file {file.name!r}")
     providers = options.get("providers") or _default_providers(ort)
     try:
         session = ort.InferenceSession(str(file), sess_options=options.get("session_options"), providers=providers)
@@ -57,7 +57,6 @@ def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> Fi
         predict=_Session(session, {arg.name: arg.type for arg in session.get_inputs()}, file.name),
         inputs=inputs,
         outputs=outputs,
-        platform="onnxruntime_onnx",
         labels=_labels(file, outputs),
         properties=properties,
         batches_rows=_batch_first(session),

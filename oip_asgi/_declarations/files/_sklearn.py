@@ -68,7 +68,7 @@ def _trusted_parameter(value: str) -> str:
 
 
 def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> FileModel:
-    check_options(options, ("trusted",), "scikit-learn")
+    check_options(options, ("trusted",), "sklearn")
     trusted = options.get("trusted", False)
     # A skops file is named so, or is a zip archive whatever its name; anything else is a pickle (joblib's or plain).
     skops = file.suffix.lower() == ".skops" or zipfile.is_zipfile(file)
@@ -77,7 +77,7 @@ def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> Fi
 
 
 def _skops_load(file: Path, trusted: bool | Sequence[str]) -> Any:
-    sio = require("skops.io", "sklearn", f"model file {file.name!r} (skops)")
+    sio = require("skops.io", f"model file {file.name!r} (skops)")
     try:
         untrusted = list(sio.get_untrusted_types(file=file))
         allowed = untrusted if trusted is True else [] if trusted is False else list(trusted)
@@ -94,7 +94,7 @@ def _skops_load(file: Path, trusted: bool | Sequence[str]) -> Any:
 def _pickle_load(file: Path, trusted: bool | Sequence[str]) -> Any:
     if trusted is not True:
         raise _pickle_refused(file)
-    joblib = require("joblib", "sklearn", f"model file {file.name!r} (joblib)")
+    joblib = require("joblib", f"model file {file.name!r} (joblib)")
     try:
         return joblib.load(file)  # reads plain pickles too
     except Exception as exc:
@@ -103,7 +103,7 @@ def _pickle_load(file: Path, trusted: bool | Sequence[str]) -> Any:
 
 def describe(estimator: Any, file: Path) -> FileModel:
     """The model an estimator (or Pipeline) makes: its methods as outputs, its classes as labels."""
-    base = require("sklearn.base", "sklearn", f"model file {file.name!r}")
+    base = require("sklearn.base", f"model file {file.name!r}")
     if not any(hasattr(estimator, method) for method in ("predict", "transform")):
         raise ModelFileError(
             f"model file {str(file)!r} holds a {type(estimator).__name__}, which has neither predict nor transform"
@@ -122,7 +122,7 @@ def describe(estimator: Any, file: Path) -> FileModel:
         outputs.append(spec("transform", "FP64", [-1, _transformed_width(estimator)]))
     if feature_names:
         # Fitted on a DataFrame, it is called with one: without pandas it could serve no request, so it fails its load.
-        require("pandas", "sklearn", f"model file {file.name!r}, fitted on named columns ({', '.join(feature_names)}),")
+        require("pandas", f"model file {file.name!r}, fitted on named columns ({', '.join(feature_names)}),")
     properties = {"estimator": type(estimator).__name__}
     if feature_names:
         properties["feature_names"] = json.dumps(feature_names)
@@ -132,7 +132,6 @@ def describe(estimator: Any, file: Path) -> FileModel:
         predict=runner,
         inputs=[spec("input-0", "FP64", [-1, features])],
         outputs=outputs,
-        platform="sklearn",
         labels=labels,
         properties=properties,
         batches_rows=True,
@@ -198,6 +197,6 @@ class _Estimator(Runner):
         rows: Any = batch_rows(array, name, self.features)
         if self.feature_names:
             # Fitted on a DataFrame: its columns by name (a ColumnTransformer selects them so), not a bare array.
-            pandas = require("pandas", "sklearn", f"model file {self.file!r}, fitted on named columns,")
+            pandas = require("pandas", f"model file {self.file!r}, fitted on named columns,")
             rows = pandas.DataFrame(rows, columns=self.feature_names)
         return {method: np.asarray(getattr(self.estimator, method)(rows)) for method in self.outputs}

@@ -32,8 +32,8 @@ _DATATYPES = {
 
 
 def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> FileModel:
-    check_options(options, ("device",), "PyTorch")
-    torch = require("torch", "torch", f"model file {file.name!r}")
+    check_options(options, ("device",), "torch")
+    torch = require("torch", f"model file {file.name!r}")
     device = torch.device(options.get("device", "cpu"))
     if _is_torchscript(file):
         return _torchscript(torch, file, device, declared)

@@ -14,8 +14,8 @@ from ._trees import Task, TreeModel
 
 
 def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> FileModel:
-    check_options(options, (), "XGBoost")
-    xgb = require("xgboost", "xgboost", f"model file {file.name!r}")
+    check_options(options, (), "xgboost")
+    xgb = require("xgboost", f"model file {file.name!r}")
     try:
         if file.suffix.lower() in (".json", ".ubj"):
             booster = xgb.Booster(model_file=str(file))
@@ -36,7 +36,6 @@ def read(file: Path, options: dict[str, Any], declared: Mapping[str, Any]) -> Fi
         predict=TreeModel(task, _scorer(booster, task, objective), features, file.name, np.dtype(np.float32)),
         inputs=[spec("input-0", "FP32", [-1, features])],
         outputs=task.outputs("FP32"),
-        platform="xgboost",
         properties=properties,
         batches_rows=True,
     )

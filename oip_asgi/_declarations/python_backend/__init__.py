@@ -1,42 +1,16 @@
 """Triton's Python backend, served: a model.py whose ``TritonPythonModel`` becomes a `Model` (docs/repository.md).
 
-`utils` is ``triton_python_backend_utils``; `provide_utils` puts it in `sys.modules` under that name
-before a model.py that may need it runs. `triton_model` builds the `Model` of one version.
+`utils` is ``triton_python_backend_utils`` (a thin module over tensors.py, requests.py, responses.py,
+bls.py, errors.py, model_config.py, logger.py, metrics.py and control.py); reading.py provides it
+in `sys.modules` before a model.py that may need it runs, completes the config and builds the
+`Model` of one version, which adapter.py serves; host.py is the `PythonHost` the core implements.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-from pathlib import Path
-from typing import Any
+from .adapter import TritonModel
+from .host import BLSRequest, BLSResponse, MetricFamilyHandle, PythonHost, remember
+from .reading import completed_config, is_triton_source, provide_utils, triton_model
 
-from ..model import Model
-from .adapter import TritonModel, completed_config, is_triton_source
-from .host import PythonHost, remember
-
-__all__ = ["PythonHost", "TritonModel", "completed_config", "is_triton_source", "provide_utils", "remember",
-           "triton_model"]  # fmt: skip
-
-UTILS = "triton_python_backend_utils"
-
-
-def provide_utils() -> types.ModuleType:
-    """``triton_python_backend_utils`` importable (ours, unless the process has one of that name already)."""
-    from . import utils
-
-    existing = sys.modules.setdefault(UTILS, utils)
-    return existing
-
-
-def triton_model(
-    cls: type, declared: dict[str, Any], config: dict[str, Any], folder: Path, host: PythonHost | None
-) -> Model:
-    """One version's `Model` of `cls`: `declared` are `Model`'s arguments from the completed `config`."""
-    adapter = TritonModel(cls, declared["name"], declared["version"], folder, config, host)
-    if adapter.decoupled:
-        predict: Any = adapter.stream
-        declared = {key: value for key, value in declared.items() if key not in ("max_batch_size", "max_batch_delay")}
-    else:
-        predict = adapter.execute_async if adapter.is_async else adapter.execute
-    return Model(predict, load=adapter.initialize, unload=adapter.finalize, **declared)
+__all__ = ["BLSRequest", "BLSResponse", "MetricFamilyHandle", "PythonHost", "TritonModel", "completed_config",
+           "is_triton_source", "provide_utils", "remember", "triton_model"]  # fmt: skip

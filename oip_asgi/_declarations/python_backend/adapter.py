@@ -1,14 +1,14 @@
-"""A model.py's ``TritonPythonModel`` as a `Model`, run through the lifecycle Triton runs it through.
+"""A model.py's ``TritonPythonModel`` served (`TritonModel`), through the lifecycle Triton runs it through.
 
-``auto_complete_config`` (static) completes the config when the folder is read. The config's
-instance groups (instances.py) say how many objects of the class serve it: the `Model`'s load makes
-and ``initialize(args)``s each, with Triton's seven string keys and its own instance name; its unload
-``finalize``s each; ``is_ready``, when defined, is consulted by readiness. Each instance runs one
-``execute`` at a time: the core runs no more calls at once than `instance_count`, and each call takes
-a free instance and gives it back. ``execute`` takes a list of requests: the core hands it the
-requests a dynamic batch collected (not concatenated, as Triton), or one. A decoupled model answers
-through each request's response sender, from any thread, during or after ``execute``; here that
-stream is an async generator the core steps as it steps any decoupled model.
+The config's instance groups (instances.py) say how many objects of the class serve it: the
+`Model`'s load makes and ``initialize(args)``s each, with Triton's seven string keys and its own
+instance name; its unload ``finalize``s each; ``is_ready``, when defined, is consulted by readiness.
+Each instance runs one ``execute`` at a time: the core runs no more calls at once than
+`instance_count` (the `Model`'s `Calling` says so), and each call takes a free instance and gives it
+back. ``execute`` takes a list of requests: the core hands it the requests a dynamic batch collected
+(not concatenated, as Triton), or one. A decoupled model answers through each request's response
+sender, from any thread, during or after ``execute``; here that stream is an async generator the
+core steps as it steps any decoupled model.
 """
 
 from __future__ import annotations
@@ -19,59 +19,66 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio.to_thread
 
 from ..errors import ModelError, OIPError
+from ..model import Outcome, Outputs
+from ..request import DecodedRequest
 from ..result import Result
-from . import host as _host
-from . import utils as pb_utils
 from .errors import answer_of
+from .host import Entered, PythonHost, enter, leave
 from .instances import InstanceSpec, completed_groups, instance_specs
+from .model_config import using_decoupled_model_transaction_policy
+from .requests import InferenceRequest
+from .responses import InferenceResponse
+from .tensors import Tensor
 
 logger = logging.getLogger("oip_asgi")
+
+
+class Instance(Protocol):
+    """An object of the model's ``TritonPythonModel`` class (``initialize``, ``finalize`` and ``is_ready``
+    are its own to define or not)."""
+
+    def execute(self, requests: list[InferenceRequest]) -> Any:
+        """A list of one `InferenceResponse` per request, or None (a decoupled model's, or one whose
+        requests' senders answered); awaitable from an ``async def execute``."""
 
 
 class TritonModel:
     """One version of a ``TritonPythonModel`` class, served: its instance exists from load to unload."""
 
     def __init__(
-        self, cls: type, name: str, version: str, folder: Path, config: dict[str, Any], host: _host.PythonHost | None
+        self, cls: type, name: str, version: str, folder: Path, config: dict[str, Any], host: PythonHost | None
     ) -> None:
         self.cls = cls
         self.name = name
         self.version = version
+        self.version_number = int(version) if version.isdigit() else -1  # as request.model_version() answers
         self.folder = folder
         self.config = config
+        self.config_json = json.dumps(config)  # (once: each initialize gets it)
+        self.decoupled = using_decoupled_model_transaction_policy(config)
+        self.outputs = [tensor["name"] for tensor in config.get("output", [])]
         self.host = host
         self.specs = instance_specs(completed_groups(config, name), name)
         self.instance_count = len(self.specs)  # the core runs at most this many calls at once
-        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
-        self.outputs = [tensor["name"] for tensor in config.get("output", [])]
-        self.config_json = json.dumps(config)  # (once: each initialize gets it)
-        self.version_number = int(version) if version.isdigit() else -1  # as request.model_version() answers
-        self.instances: list[Any] = []  # from load to unload
-        self._free: queue.SimpleQueue[tuple[Any, str]] = queue.SimpleQueue()  # each instance and its name
+        self.instances: list[Instance] = []  # from load to unload
+        self._free: queue.SimpleQueue[tuple[Instance, str]] = queue.SimpleQueue()  # each instance and its name
         self._slots: asyncio.Semaphore | None = None  # a decoupled model's: its executes run on the loop's tasks
         if not callable(getattr(cls, "execute", None)):
             raise TypeError(f"model {name!r}: TritonPythonModel defines no execute(self, requests)")
         self.is_async = inspect.iscoroutinefunction(getattr(cls, "execute"))  # noqa: B009
 
-    def _enter(self) -> Any:
-        return _host.enter(self.host) if self.host is not None else None
-
-    def _leave(self, token: Any) -> None:
-        if token is not None:
-            _host.leave(token)
-
     # The lifecycle
 
     def initialize(self) -> None:
         """Make and initialize each instance; if one fails, those made are finalized and the load fails."""
-        token = self._enter()
+        token = enter(self.host)
         try:
             for spec in self.specs:
                 instance = self.cls()
@@ -87,7 +94,7 @@ class TritonModel:
                 self.instances.append(instance)
                 self._free.put((instance, spec.name))
         finally:
-            self._leave(token)
+            leave(token)
 
     def args(self, spec: InstanceSpec) -> dict[str, str]:
         """Triton's seven keys, every value a string."""
@@ -106,7 +113,7 @@ class TritonModel:
         instances, self.instances = self.instances, []
         self._free = queue.SimpleQueue()
         failed: BaseException | None = None
-        token = self._enter()
+        token = enter(self.host)
         try:
             for instance in instances:
                 finalize = getattr(instance, "finalize", None)
@@ -119,7 +126,7 @@ class TritonModel:
                 except Exception as exc:
                     failed = failed or exc
         finally:
-            self._leave(token)
+            leave(token)
         if failed is not None:
             raise failed
 
@@ -128,7 +135,7 @@ class TritonModel:
         checks = [check for check in (getattr(instance, "is_ready", None) for instance in self.instances) if check]
         if not checks:
             return True
-        token = self._enter()
+        token = enter(self.host)
         try:
             return all(bool(check()) for check in checks)
         except Exception:
@@ -137,17 +144,22 @@ class TritonModel:
             )
             return False
         finally:
-            self._leave(token)
+            leave(token)
 
     # Requests
 
-    def request(self, decoded: Any, outlet: Any) -> pb_utils.InferenceRequest:
+    def requests(self, decoded: list[DecodedRequest]) -> tuple[list[InferenceRequest], list[_Sent]]:
+        """The core's requests as ``execute`` gets them, and the sender each may answer through."""
+        sent = [_Sent() for _ in decoded]
+        return [self.request(one, outlet) for one, outlet in zip(decoded, sent, strict=True)], sent
+
+    def request(self, decoded: DecodedRequest, outlet: _Sent | _Stream) -> InferenceRequest:
         """The core's request as ``execute`` gets it; `outlet` takes what its sender sends."""
-        of = pb_utils.Tensor.of
+        of = Tensor.of
         inputs = [of(name, array) for name, array in decoded.inputs.items()]
         outputs = decoded.outputs
         requested = [output.name for output in outputs] if outputs is not None else list(self.outputs)
-        return pb_utils.InferenceRequest.served(
+        return InferenceRequest.served(
             self.name, self.version_number, inputs, requested, decoded.id or "", decoded.parameters, outlet,
             outputs is not None,  # the client named its outputs: the others are dropped
         )  # fmt: skip
@@ -157,7 +169,11 @@ class TritonModel:
         logger.error("%s", message, exc_info=(type(exc), exc, exc.__traceback__))
         return ModelError(message, redacted=f"Failed to process the request(s) for model '{instance}'", logged=True)
 
-    def _take(self) -> tuple[Any, str]:
+    def error_of(self, exc: Exception, instance: str) -> OIPError:
+        """What a request gets when ``execute`` raised `exc`: an `OIPError` as raised, anything else logged."""
+        return exc if isinstance(exc, OIPError) else self.failure(exc, instance)
+
+    def _take(self) -> tuple[Instance, str]:
         """A free instance: there is one, as the core runs no more calls at once than there are instances."""
         try:
             return self._free.get_nowait()
@@ -166,9 +182,13 @@ class TritonModel:
                 f"model {self.name!r}: more execute calls at once than its {self.instance_count} instance(s)"
             ) from None
 
-    def answers(self, requests: list[pb_utils.InferenceRequest], returned: Any, sent: list[_Sent]) -> list[Any]:
+    def _give_back(self, instance: Instance, name: str, token: Entered) -> None:
+        leave(token)
+        self._free.put((instance, name))
+
+    def answers(self, requests: list[InferenceRequest], returned: object, sent: list[_Sent]) -> list[Outcome]:
         """Each request's outputs (a `Result`) or the error it gets, from what ``execute`` returned."""
-        if returned.__class__ is list and len(returned) == len(requests):  # (as models do: checked first)
+        if isinstance(returned, list) and len(returned) == len(requests):  # (as models do: checked first)
             outcome = self.outcome
             return [outcome(request, response) for request, response in zip(requests, returned, strict=True)]
         if returned is None:
@@ -180,14 +200,14 @@ class TritonModel:
                     "for this request; return a list with one InferenceResponse per request"
                 )
             ] * len(requests)
-        responses = list(returned) if isinstance(returned, (list, tuple)) else None
-        if responses is None:
+        if not isinstance(returned, (list, tuple)):
             error = ModelError(
                 f"model '{self.name}': execute() returned a {type(returned).__name__}; "
                 "return a list with one InferenceResponse per request"
             )
             return [error] * len(requests)
-        results: list[Any] = []
+        responses = list(returned)
+        results: list[Outcome] = []
         for index, request in enumerate(requests):
             if index >= len(responses):
                 results.append(
@@ -200,9 +220,9 @@ class TritonModel:
                 results.append(self.outcome(request, responses[index]))
         return results
 
-    def outcome(self, request: pb_utils.InferenceRequest, response: Any) -> Any:
+    def outcome(self, request: InferenceRequest, response: object) -> Outcome:
         """A response as the core takes it: a `Result` of the requested outputs, or the error it carries."""
-        if not isinstance(response, pb_utils.InferenceResponse):
+        if not isinstance(response, InferenceResponse):
             return ModelError(
                 f"model '{self.name}': execute() returned a {type(response).__name__} for a request, "
                 "not a pb_utils.InferenceResponse"
@@ -219,43 +239,35 @@ class TritonModel:
         parameters = response._parameters
         return Result(outputs, parameters) if parameters else outputs
 
-    # execute, as the core calls a model that takes requests
+    # execute, as the core calls a model that takes requests (`Calling.takes_requests`)
 
-    def execute(self, decoded: list[Any]) -> list[Any]:
+    def execute(self, decoded: list[DecodedRequest]) -> list[Outcome]:
         """Sync ``execute`` on a worker thread: one outcome per request."""
-        sent = [_Sent() for _ in decoded]
-        requests = [self.request(one, outlet) for one, outlet in zip(decoded, sent, strict=True)]
+        requests, sent = self.requests(decoded)
         instance, name = self._take()
-        token = self._enter()
+        token = enter(self.host)
         try:
             returned = instance.execute(requests)
-        except OIPError as exc:
-            return [exc] * len(decoded)
         except Exception as exc:
-            return [self.failure(exc, name)] * len(decoded)
+            return [self.error_of(exc, name)] * len(requests)
         finally:
-            self._leave(token)
-            self._free.put((instance, name))
+            self._give_back(instance, name, token)
         return self.answers(requests, returned, sent)
 
-    async def execute_async(self, decoded: list[Any]) -> list[Any]:
+    async def execute_async(self, decoded: list[DecodedRequest]) -> list[Outcome]:
         """``async def execute``, awaited on the event loop."""
-        sent = [_Sent() for _ in decoded]
-        requests = [self.request(one, outlet) for one, outlet in zip(decoded, sent, strict=True)]
+        requests, sent = self.requests(decoded)
         instance, name = self._take()
-        token = self._enter()
+        token = enter(self.host)
         try:
             returned = await instance.execute(requests)
-        except OIPError as exc:
-            return [exc] * len(decoded)
         except Exception as exc:
-            return [self.failure(exc, name)] * len(decoded)
+            return [self.error_of(exc, name)] * len(requests)
         finally:
-            self._leave(token)
-            self._free.put((instance, name))
+            self._give_back(instance, name, token)
         return self.answers(requests, returned, sent)
 
-    async def stream(self, decoded: Any) -> AsyncGenerator[Any, None]:
+    async def stream(self, decoded: DecodedRequest) -> AsyncGenerator[Outputs, None]:
         """A decoupled model's responses to one request, as they are sent (from any thread)."""
         loop = asyncio.get_running_loop()
         outlet = _Stream(loop)
@@ -278,7 +290,7 @@ class TritonModel:
             if self.is_async and not running.done():
                 running.cancel()  # (a sync execute runs on: a thread cannot be stopped, it sees is_cancelled())
 
-    async def _run_decoupled(self, request: pb_utils.InferenceRequest, outlet: _Stream) -> None:
+    async def _run_decoupled(self, request: InferenceRequest, outlet: _Stream) -> None:
         """``execute`` on a free instance, held until execute returns (its responses may come later, as Triton's)."""
         if self._slots is None:  # (made on the loop that serves the model)
             self._slots = asyncio.Semaphore(self.instance_count)
@@ -288,11 +300,8 @@ class TritonModel:
                 returned = await self._execute_decoupled(instance, request)
             except asyncio.CancelledError:
                 raise
-            except OIPError as exc:
-                outlet.fail(exc)
-                return
             except Exception as exc:
-                outlet.fail(self.failure(exc, name))
+                outlet.fail(self.error_of(exc, name))
                 return
             finally:
                 self._free.put((instance, name))
@@ -304,26 +313,21 @@ class TritonModel:
                 )
             )
 
-    async def _execute_decoupled(self, instance: Any, request: pb_utils.InferenceRequest) -> Any:
-        def call() -> Any:
-            token = self._enter()
+    async def _execute_decoupled(self, instance: Instance, request: InferenceRequest) -> object:
+        def call() -> object:
+            token = enter(self.host)
             try:
                 return instance.execute([request])
             finally:
-                self._leave(token)
+                leave(token)
 
         if not self.is_async:
             return await anyio.to_thread.run_sync(call)
-        token = self._enter()
+        token = enter(self.host)
         try:
             return await instance.execute([request])
         finally:
-            self._leave(token)
-
-
-# The core calls these with its requests (a list, or one for a stream) rather than keyword inputs.
-for _method in (TritonModel.execute, TritonModel.execute_async, TritonModel.stream):
-    setattr(_method, "takes_requests", True)  # noqa: B010  (a marker the core reads off the bound method)
+            leave(token)
 
 
 class _Sent:
@@ -332,10 +336,10 @@ class _Sent:
     __slots__ = ("cancelled", "response")
 
     def __init__(self) -> None:
-        self.response: Any = None
+        self.response: InferenceResponse | None = None
         self.cancelled = False
 
-    def __call__(self, response: Any, final: bool) -> None:
+    def __call__(self, response: InferenceResponse | None, final: bool) -> None:
         if response is not None:
             self.response = response
 
@@ -345,17 +349,18 @@ class _Stream:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.queue: asyncio.Queue[tuple[Any, bool]] = asyncio.Queue()
+        # Each response sent (or the failure that ends the stream), and whether it was the final one.
+        self.queue: asyncio.Queue[tuple[InferenceResponse | BaseException | None, bool]] = asyncio.Queue()
         self.cancelled = False
         self._thread = threading.get_ident()
 
-    def __call__(self, response: Any, final: bool) -> None:
+    def __call__(self, response: InferenceResponse | None, final: bool) -> None:
         self._put((response, final))
 
     def fail(self, error: BaseException) -> None:
         self._put((error, True))
 
-    def _put(self, item: tuple[Any, bool]) -> None:
+    def _put(self, item: tuple[InferenceResponse | BaseException | None, bool]) -> None:
         if threading.get_ident() == self._thread:
             self.queue.put_nowait(item)
             return
@@ -363,31 +368,3 @@ class _Stream:
             self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
         except RuntimeError:  # the loop has closed: nobody is listening any more
             pass
-
-
-def is_triton_source(source: bytes) -> bool:
-    """Whether a model.py may define Triton's class (checked before running it, to provide pb_utils)."""
-    return b"TritonPythonModel" in source
-
-
-def completed_config(cls: type, config: Mapping[str, Any], name: str, host: _host.PythonHost | None) -> dict[str, Any]:
-    """The config after the class's ``auto_complete_config``, and Triton's defaults for a Python model."""
-    base = {"name": name, "backend": "python", **config}
-    auto_complete = getattr(cls, "auto_complete_config", None)
-    if auto_complete is None:
-        return base | {"instance_group": completed_groups(base, name)}
-    token = _host.enter(host) if host is not None else None
-    try:
-        completed = auto_complete(pb_utils.ModelConfig(json.dumps(base)))
-    finally:
-        if token is not None:
-            _host.leave(token)
-    if not isinstance(completed, pb_utils.ModelConfig):
-        raise TypeError(f"auto_complete_config returned a {type(completed).__name__}, not the ModelConfig it was given")
-    result = completed.as_dict()
-    if not result.get("input"):
-        result.pop("input", None)
-    if not result.get("output"):
-        result.pop("output", None)
-    result["instance_group"] = completed_groups(result, name)
-    return result

@@ -1,4 +1,5 @@
-"""Triton's error codes (``pb_utils.TritonError``), and the HTTP status and gRPC code Triton gives each.
+"""Triton's errors (``pb_utils.TritonError``, ``TritonModelException``), and the HTTP status and gRPC code
+Triton gives each code.
 
 Triton's HTTP frontend maps its error codes to statuses (INTERNAL 500, NOT_FOUND 404, UNAVAILABLE
 503, UNSUPPORTED 501, the rest 400) and its gRPC frontend to codes (UNSUPPORTED is UNIMPLEMENTED,
@@ -6,6 +7,8 @@ UNKNOWN is UNKNOWN). A model's `TritonError` becomes an `OIPError` subclass that
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 from ..errors import OIPError
 
@@ -47,3 +50,41 @@ def code_of(status: int) -> int:
         if known == status and code not in (UNKNOWN, ALREADY_EXISTS, CANCELLED):
             return code
     return INVALID_ARG if 400 <= status < 500 else INTERNAL
+
+
+class TritonError(Exception):
+    """An error a model sets on a response (``InferenceResponse(error=...)``), with Triton's code."""
+
+    UNKNOWN: ClassVar[int] = UNKNOWN
+    INTERNAL: ClassVar[int] = INTERNAL
+    NOT_FOUND: ClassVar[int] = NOT_FOUND
+    INVALID_ARG: ClassVar[int] = INVALID_ARG
+    UNAVAILABLE: ClassVar[int] = UNAVAILABLE
+    UNSUPPORTED: ClassVar[int] = UNSUPPORTED
+    ALREADY_EXISTS: ClassVar[int] = ALREADY_EXISTS
+    CANCELLED: ClassVar[int] = CANCELLED
+
+    def __init__(self, message: str, code: int = INTERNAL) -> None:
+        if message is None:
+            raise TypeError("TritonError needs a message")
+        super().__init__(message)
+        self._message = str(message)
+        self._code = code
+
+    def code(self) -> int:
+        return self._code
+
+    def message(self) -> str:
+        return self._message
+
+    def __repr__(self) -> str:
+        return f"TritonError({self._message!r}, {CODE_NAMES[self._code] if 0 <= self._code < 8 else self._code})"
+
+
+class TritonModelException(Exception):
+    """What a model raises to fail its request(s) (as raising any exception does), Triton's name for it."""
+
+
+def unsupported(what: str) -> NotImplementedError:
+    """The error for what this server cannot offer a Triton Python model."""
+    return NotImplementedError(f"{what} is not available in oip-asgi: it serves on the CPU, with numpy arrays")

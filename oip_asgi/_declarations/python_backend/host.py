@@ -13,23 +13,64 @@ from __future__ import annotations
 import contextvars
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class BLSRequest:
+    """A request a model makes of a model the same server serves (``InferenceRequest.exec``)."""
+
+    model: str
+    version: str  # "" for the newest
+    inputs: dict[str, tuple[str, np.ndarray]]  # each input's protocol datatype and array, by name
+    id: str
+    parameters: dict[str, Any]
+    outputs: list[str]  # those the model asked for; none: every output
+
+
+@dataclass(frozen=True, slots=True)
+class BLSResponse:
+    """A served model's answer to a `BLSRequest`: its outputs by name and the response's parameters."""
+
+    outputs: dict[str, np.ndarray]
+    parameters: dict[str, Any] | None
+
+
+class MetricSeries(Protocol):
+    """One labelled series of a custom metric family."""
+
+    def increment(self, value: float) -> None: ...
+
+    def set(self, value: float) -> None: ...
+
+    def observe(self, value: float) -> None: ...
+
+    def value(self) -> float: ...
+
+
+class MetricFamilyHandle(Protocol):
+    """A custom metric family, as the server keeps it: its series by labels."""
+
+    def series(self, labels: dict[str, str], buckets: list[float]) -> MetricSeries: ...
 
 
 class PythonHost(Protocol):
     """The server a Triton Python model runs in (the core's ``TritonHost``)."""
 
-    def infer(self, model: str, version: str, request: Any) -> Any:
-        """Run `request` (the core's ``DecodedRequest``) on a served model from any thread but the event loop's;
-        its outputs (name to array) and parameters, or the `OIPError` it failed with raised."""
+    def infer(self, request: BLSRequest) -> BLSResponse:
+        """Run `request` on a served model from any thread but the event loop's; its response, or the
+        `OIPError` it failed with raised."""
 
-    async def infer_async(self, model: str, version: str, request: Any) -> Any:
+    async def infer_async(self, request: BLSRequest) -> BLSResponse:
         """As `infer`, awaited on the event loop."""
 
-    def stream(self, model: str, version: str, request: Any) -> Iterator[Any]:
+    def stream(self, request: BLSRequest) -> Iterator[BLSResponse]:
         """A decoupled model's responses to `request`, each as `infer` returns one, from a worker thread."""
 
-    def stream_async(self, model: str, version: str, request: Any) -> AsyncIterator[Any]:
+    def stream_async(self, request: BLSRequest) -> AsyncIterator[BLSResponse]:
         """As `stream`, on the event loop."""
 
     def load_model(self, name: str, config: str, files: Mapping[str, bytes] | None) -> None: ...
@@ -38,12 +79,12 @@ class PythonHost(Protocol):
 
     def is_model_ready(self, name: str, version: str) -> bool: ...
 
-    def metric_family(self, name: str, description: str, kind: str) -> Any:
+    def metric_family(self, name: str, description: str, kind: str) -> MetricFamilyHandle:
         """The server's family `name`, shown on its Prometheus /metrics as written (made on first use)."""
 
 
 _current: contextvars.ContextVar[PythonHost | None] = contextvars.ContextVar("oip_asgi_python_host", default=None)
-_live: weakref.WeakSet[Any] = weakref.WeakSet()
+_live: weakref.WeakSet[PythonHost] = weakref.WeakSet()
 
 
 def remember(host: PythonHost) -> None:
@@ -58,8 +99,7 @@ def current(what: str) -> PythonHost:
         return host
     live = list(_live)
     if len(live) == 1:
-        found: PythonHost = live[0]
-        return found
+        return live[0]
     where = "no server serves a Triton Python model" if not live else f"{len(live)} servers serve Triton Python models"
     raise RuntimeError(
         f"{what} needs the server that serves the calling model, and {where} here; call it from the model's "
@@ -67,9 +107,15 @@ def current(what: str) -> PythonHost:
     )
 
 
-def enter(host: PythonHost) -> contextvars.Token[PythonHost | None]:
-    return _current.set(host)
+# What `enter` returns for `leave`: None where there was no host to make current.
+Entered: TypeAlias = "contextvars.Token[PythonHost | None] | None"
 
 
-def leave(token: contextvars.Token[PythonHost | None]) -> None:
-    _current.reset(token)
+def enter(host: PythonHost | None) -> Entered:
+    """`host` current in this context until `leave`; nothing to do without one."""
+    return _current.set(host) if host is not None else None
+
+
+def leave(token: Entered) -> None:
+    if token is not None:
+        _current.reset(token)

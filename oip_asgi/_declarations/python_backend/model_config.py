@@ -1,4 +1,5 @@
-"""``pb_utils.ModelConfig``: the config that ``auto_complete_config`` completes, with Triton's rules.
+"""``pb_utils.ModelConfig``: the config that ``auto_complete_config`` completes, with Triton's rules; and
+``pb_utils``'s readers of a config (its JSON, as ``args["model_config"]`` holds it).
 
 A model may set the batch size, turn on dynamic batching, set the transaction policy, and add inputs
 and outputs; what it adds must agree with what config.pbtxt already says of the same tensor.
@@ -103,3 +104,23 @@ class ModelConfig:
             current.update(added)
             return
         self._model_config[kind].append(added)
+
+
+def get_input_config_by_name(model_config: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    return _tensor_config(model_config, "input", name)
+
+
+def get_output_config_by_name(model_config: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    return _tensor_config(model_config, "output", name)
+
+
+def _tensor_config(model_config: Mapping[str, Any], kind: str, name: str) -> dict[str, Any] | None:
+    for tensor in model_config.get(kind, []):
+        if tensor["name"] == name:
+            found: dict[str, Any] = tensor
+            return found
+    return None
+
+
+def using_decoupled_model_transaction_policy(model_config: Mapping[str, Any]) -> bool:
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))

@@ -30,6 +30,11 @@ def reshaped(model: Model, inputs: Mapping[str, list[int]], outputs: Mapping[str
     """
     if not inputs and not outputs:
         return model
+    if model.calling.takes_requests:
+        raise TypeError(
+            "oip-asgi does not reshape a Triton Python model's tensors (its execute would get them as the client "
+            "sent them); remove reshape from its config.pbtxt and reshape them in execute"
+        )
     declared = {spec.name: list(spec.shape[1:] if batching else spec.shape) for spec in model.outputs or ()}
     single = next(iter(declared)) if len(declared) == 1 else None
     wrapper = _wrapper(model.predict, model.is_async)

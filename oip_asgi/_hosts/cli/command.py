@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any
 
 from ..._declarations.extras import install_line
-from ..._declarations.files import MODEL_EXTENSIONS
+from ..._declarations.files.formats import by_extension
 from ..._declarations.model_repository import ModelRepository
 from .arguments import parser, triton_booleans
 from .logs import log_config
@@ -146,7 +146,7 @@ def _unservable(target: str) -> str | None:
         return None
     if os.path.exists(target):
         return f"{target!r} is not a file: serve a directory with --model-repository DIR"
-    if Path(target).suffix.lower() in MODEL_EXTENSIONS or os.sep in target:
+    if by_extension(Path(target)) is not None or os.sep in target:
         return f"no such file: {target!r}"
     return f"{target!r} is neither MODULE:ATTR (for example mymodels:models) nor a model file"
 

@@ -14,6 +14,7 @@ from typing import Any
 from ..._core.control import LOAD_SWITCH_INTERVAL
 from ..._declarations.files import detect_format
 from ..._declarations.files._common import AdvisedError
+from ..._declarations.files.formats import FORMATS, tabular
 from ..._declarations.files.labels import labels_beside
 from ..._declarations.model import Model
 from ..._declarations.model_repository import ModelRepository
@@ -121,9 +122,9 @@ def file_models(paths: Sequence[str], options: FileOptions) -> dict[str, Model]:
     formats = {path: _format(path) for path in paths}
     if trusting and "sklearn" not in formats.values():
         raise TargetError("--trust-pickles and --trust-skops-types are for scikit-learn files (joblib, pickle, skops)")
-    if options.input_datatype is not None and not set(formats.values()) & set(TABULAR):
+    if options.input_datatype is not None and not any(FORMATS[format].tabular for format in formats.values()):
         raise TargetError(
-            "--input-datatype re-declares a tabular file's inputs (scikit-learn, XGBoost, LightGBM); "
+            f"--input-datatype re-declares a tabular file's inputs ({', '.join(entry.title for entry in tabular())}); "
             "other files take the datatypes they declare"
         )
     models: dict[str, Model] = {}
@@ -152,7 +153,8 @@ def _file_model(path: str, format: str, options: FileOptions) -> Model:
         own["trusted"] = True if options.trust_pickles else types or False
     try:
         model = Model.from_file(path, format=format, **own)
-        if options.input_datatype is not None and format in TABULAR:
+        # A tabular format's models take a table of numbers, whatever their float type (the library converts it).
+        if options.input_datatype is not None and FORMATS[format].tabular:
             model = _input_datatype(model, options.input_datatype)
         labels = labels_beside(Path(path), model.outputs or ())
         return model if labels is None else model.replace(labels=labels)
@@ -165,10 +167,6 @@ def _file_model(path: str, format: str, options: FileOptions) -> Model:
 def _input_datatype(model: Model, datatype: str) -> Model:
     inputs = [TensorSpec(spec.name, datatype, spec.shape, spec.optional) for spec in model.inputs or ()]
     return model.replace(inputs=inputs)
-
-
-# The formats whose models take a table of numbers, whatever their float type (the library converts it).
-TABULAR = ("sklearn", "xgboost", "lightgbm")
 
 
 def _app(target: str, models: Mapping[str, Any], metrics: bool, repository: ModelRepository | None) -> OIPApp:
