@@ -23,6 +23,7 @@ import oip_asgi
 from oip_asgi import Model, ModelRepository, OIPApp, OIPMount, oip_app
 
 from ._servers import HOST, ROOT, free_port, serving
+from ._waiting import wait_until
 
 PYTHON_MODELS = ROOT / "examples" / "python_backend" / "models"
 FINALIZED = "add_sub: unloaded"  # what examples/python_backend/models/add_sub's finalize prints
@@ -198,8 +199,8 @@ def test_the_serve_commands_grpc_and_rest_unload_once() -> None:
     steps = Steps()
     oip = oip_app({"m": steps.model()})
     whole = Served(oip, grpc_address=f"{HOST}:0")
-    with TestClient(whole) as client:
-        assert client.get("/v2/models/m/ready").json()["ready"]
+    with TestClient(whole) as client:  # the serve command's startup completes at once; models load behind it
+        wait_until(lambda: client.get("/v2/models/m/ready").json()["ready"], "the model loaded")
     assert steps.done == ["load", "unload"]
 
 
