@@ -23,7 +23,7 @@ import oip_asgi
 from oip_asgi import Model, ModelRepository, OIPApp, OIPMount, oip_app
 
 from ._servers import HOST, ROOT, free_port, serving
-from ._waiting import wait_until
+from ._waiting import HANG, wait_until
 
 PYTHON_MODELS = ROOT / "examples" / "python_backend" / "models"
 FINALIZED = "add_sub: unloaded"  # what examples/python_backend/models/add_sub's finalize prints
@@ -65,7 +65,7 @@ async def asgi_lifespan(app: Any) -> AsyncIterator[list[str]]:
 
     async with anyio.create_task_group() as group:
         group.start_soon(app, {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG):
             await started.wait()
         yield sent
         stop.set()
@@ -186,7 +186,7 @@ async def _answers(stub: Any) -> bool:
     from oip_asgi.grpc import inference_pb2 as pb
 
     try:
-        await stub.ServerLive(pb.ServerLiveRequest(), timeout=2)
+        await stub.ServerLive(pb.ServerLiveRequest(), timeout=30)  # a stopped server refuses at once
     except grpc.aio.AioRpcError:
         return False
     return True
