@@ -1,4 +1,4 @@
-"""Models for tests/test_model_config.py, one of each kind the model configuration tells apart."""
+"""Models for tests/declarations/test_model_config.py, one of each kind the model configuration tells apart."""
 
 from __future__ import annotations
 

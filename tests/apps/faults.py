@@ -1,4 +1,4 @@
-"""The app tests/test_faults.py serves from a real uvicorn process: an echo and a large-output model."""
+"""The app tests/rest/test_faults.py serves from a real uvicorn process: an echo and a large-output model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The model files tests/model_files.py wrote into $OIP_MODEL_FILES, served by `Model.from_file`."""
+"""The model files tests/support/model_files.py wrote into $OIP_MODEL_FILES, served by `Model.from_file`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The models tests/test_openai_e2e.py serves with `oip-asgi serve --openai`: examples/openai.py's, and
+"""The models tests/e2e/test_openai_e2e.py serves with `oip-asgi serve --openai`: examples/openai.py's, and
 some that fail, never end, or follow no convention."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""tests/parity_cases.py's models over REST at /v2 and over gRPC beside it, in one process (tests/test_parity.py).
+"""tests/support/parity_cases.py's models over REST at /v2 and over gRPC beside it, in one process
+(tests/e2e/test_parity.py).
 
-``OIP_GRPC_ADDRESS`` says where gRPC listens; ``uvicorn tests.apps_parity:app`` serves REST.
+``OIP_GRPC_ADDRESS`` says where gRPC listens; ``uvicorn tests.apps.parity:app`` serves REST.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from starlette.applications import Starlette
 
 import oip_asgi
 import oip_asgi.grpc
-
-from .parity_cases import MODELS, REPOSITORY
+from tests.support.parity_cases import MODELS, REPOSITORY
 
 oip = oip_asgi.oip_app(MODELS, model_repository=REPOSITORY)
 

@@ -1,4 +1,4 @@
-"""The app tests/test_statistics.py serves from a real uvicorn process: a model of each kind of outcome."""
+"""The app tests/core/test_statistics.py serves from a real uvicorn process: a model of each kind of outcome."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The PyTorch files tests/test_model_files_torch.py wrote into $OIP_MODEL_FILES, served by `Model.from_file`."""
+"""The PyTorch files tests/declarations/test_model_files_torch.py wrote into $OIP_MODEL_FILES, served by
+`Model.from_file`."""
 
 from __future__ import annotations
 

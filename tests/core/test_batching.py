@@ -15,8 +15,7 @@ from oip_asgi import Model, Result, TensorSpec, oip_app
 from oip_asgi._core.request import DecodedRequest
 from oip_asgi._core.serving import ServedModel
 from oip_asgi._core.statistics import RequestTimes
-
-from ._client import client
+from tests.support.client import client
 
 pytestmark = pytest.mark.anyio
 

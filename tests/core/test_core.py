@@ -13,9 +13,8 @@ import pytest
 
 from oip_asgi import Model, ModelNotReady, NotFound, TensorSpec, oip_app
 from oip_asgi._core.server import ServerCore
-
-from ._client import client
-from ._waiting import until
+from tests.support.client import client
+from tests.support.waiting import until
 
 SPECS: dict[str, Any] = {"inputs": [TensorSpec("x", "INT32", [-1])], "outputs": [TensorSpec("y", "INT32", [-1])]}
 pytestmark = pytest.mark.anyio
@@ -173,8 +172,7 @@ def test_each_inputs_parameters_reach_a_model_that_asks_for_them_over_grpc() -> 
     grpc = pytest.importorskip("grpc")
     from oip_asgi.grpc import inference_pb2 as pb
     from oip_asgi.grpc import inference_pb2_grpc
-
-    from ._grpc import grpc_server, request
+    from tests.support.grpc import grpc_server, request
 
     message = request("m", ("text", "BYTES", np.array([b"hi"], dtype=object)))
     message.inputs[0].parameters["content_type"].string_param = "str"

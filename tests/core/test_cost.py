@@ -20,10 +20,9 @@ from oip_asgi._core.server import ServerCore
 from oip_asgi._declarations.calling import COMPUTES_ONLY
 from oip_asgi._declarations.files._common import Runner
 from oip_asgi._hosts.cli.target import load_target
-
-from ._client import client
-from ._waiting import HANG, until
-from .test_core import adding
+from tests.core.test_core import adding
+from tests.support.client import client
+from tests.support.waiting import HANG, until
 
 pytestmark = pytest.mark.anyio
 

@@ -26,8 +26,7 @@ from oip_asgi._core.statistics import RequestTimes
 from oip_asgi._declarations.errors import BadRequest, ClientDisconnected
 from oip_asgi._rest.app import OIPApp, _RESTExchange
 from oip_asgi._rest.responses import ResponseStream, SendFailed
-
-from ._waiting import HANG
+from tests.support.waiting import HANG
 
 pytestmark = pytest.mark.anyio
 
@@ -153,7 +152,7 @@ async def test_each_part_of_a_stream_fails_as_a_whole_response_does(
 
 
 def stream_request(model: str, request_id: str) -> bytes:
-    from ._grpc import request
+    from tests.support.grpc import request
 
     return request(model, ("x", "FP32", np.array([1.0, 2.0], np.float32)), id=request_id).SerializeToString()
 
@@ -178,8 +177,7 @@ async def test_a_grpc_stream_sends_every_response_of_each_request_in_request_ord
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from oip_asgi.grpc import inference_pb2 as pb
-
-    from ._grpc import output_array
+    from tests.support.grpc import output_array
 
     service = answering(oip_app({"m": Model(double, **SPECS)}), several, monkeypatch)
     stream = service.model_stream_infer(requests_of(stream_request("m", "a"), stream_request("m", "b")), None)

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from oip_asgi import Model, ModelRepository, TensorSpec, oip_app
-
-from ._client import client
-from .test_repository import broken_model, write_model
+from tests.core.test_repository import broken_model, write_model
+from tests.support.client import client
 
 pytestmark = pytest.mark.anyio
 

@@ -22,11 +22,10 @@ from oip_asgi._core.served import SERVING, TRANSITIONS, Cause, IllegalTransition
 from oip_asgi._core.server import ServerCore
 from oip_asgi._core.serving import VERSION_TRANSITIONS, ServedModel, State
 from oip_asgi._core.workers import WorkerPool
-
-from ._client import client
-from ._waiting import until
-from .test_core import BODY, SPECS, adding
-from .test_repository import broken_model, index, infer, write_model
+from tests.core.test_core import BODY, SPECS, adding
+from tests.core.test_repository import broken_model, index, infer, write_model
+from tests.support.client import client
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.anyio
 

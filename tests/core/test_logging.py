@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from oip_asgi._core.logs import show_unless_configured
-
-from ._servers import HOST, free_port, serving
+from tests.support.servers import HOST, free_port, serving
 
 
 class Kept(logging.Handler):

@@ -12,10 +12,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from oip_asgi import Model, TensorSpec, oip_app
-
-from ._client import client
-from ._servers import Server, uvicorn
-from ._waiting import wait_until
+from tests.support.client import client
+from tests.support.servers import Server, uvicorn
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 httpclient = pytest.importorskip("tritonclient.http")

@@ -12,9 +12,8 @@ import pytest
 from oip_asgi import Model, ModelRepository, TensorSpec, oip_app
 from oip_asgi._hosts.cli.arguments import parser
 from oip_asgi._hosts.cli.target import load_target
-
-from ._client import client
-from .test_repository import broken_model, write_model
+from tests.core.test_repository import broken_model, write_model
+from tests.support.client import client
 
 pytestmark = pytest.mark.anyio
 
@@ -91,5 +90,5 @@ async def test_the_serve_commands_choice_reaches_the_app(tmp_path: Path) -> None
     app = load_target(None, repository=ModelRepository(tmp_path), strict_readiness=False)
     await app.load()
     assert await readiness(app) == (200, True)
-    built = load_target("tests.apps_guard:models")
+    built = load_target("tests.apps.guard:models")
     assert built.core.strict_readiness

@@ -17,8 +17,7 @@ import pytest
 from oip_asgi import ModelRepository, oip_app
 from oip_asgi._core.control import LOAD_SWITCH_INTERVAL
 from oip_asgi._hosts.cli.target import load_target
-
-from ._client import client
+from tests.support.client import client
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ._servers import free_port, serving
+from tests.support.servers import free_port, serving
 
 pytestmark = pytest.mark.slow
 

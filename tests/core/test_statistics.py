@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from oip_asgi import Model, TensorSpec, oip_app
-
-from ._client import client
-from ._servers import Server, uvicorn
+from tests.support.client import client
+from tests.support.servers import Server, uvicorn
 
 httpclient = pytest.importorskip("tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
@@ -21,7 +20,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    with uvicorn("tests.apps_statistics:app") as running:
+    with uvicorn("tests.apps.statistics:app") as running:
         yield running
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from oip_asgi import Model, ModelRepository, TensorSpec, oip_app
 from oip_asgi._declarations.repository import RepositoryError, read_model
-from tests._waiting import HANG
+from tests.support.waiting import HANG
 
 pytestmark = pytest.mark.anyio
 
@@ -230,7 +230,7 @@ async def test_the_openapi_document_lists_generate_and_generate_stream() -> None
 
 def test_generate_and_a_buffered_generate_stream_through_the_lambda_adapter() -> None:
     oip_asgi_lambda = pytest.importorskip("oip_asgi_lambda")
-    from .test_lambda import CONTEXT, TEXT, http_api_event, response_json
+    from tests.hosts.test_lambda import CONTEXT, TEXT, http_api_event, response_json
 
     handler = oip_asgi_lambda.handler({"m": Model(three, inputs=X, outputs=Y)}, prefix="/v2")
     once = oip_asgi_lambda.handler({"m": Model(lambda x: x * 2, inputs=X, outputs=Y)}, prefix="/v2")
@@ -345,7 +345,7 @@ async def test_a_traced_stream_is_one_span_with_its_responses() -> None:
 
 # -- Cancellation, as docs/streaming.md says it arrives (issue 35) -----------------------------------------
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "streaming.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "streaming.md"
 N = [TensorSpec("n", "INT64", [1])]
 INDEX = [TensorSpec("index", "INT64", [1])]
 

@@ -17,9 +17,8 @@ from oip_asgi import Model, TensorSpec, oip_app
 from oip_asgi._core.request import DecodedRequest
 from oip_asgi._core.statistics import RequestTimes
 from oip_asgi._core.workers import WorkerPool
-
-from ._client import client
-from ._waiting import HANG, until
+from tests.support.client import client
+from tests.support.waiting import HANG, until
 
 pytestmark = pytest.mark.anyio
 

@@ -21,8 +21,7 @@ from oip_asgi._declarations.files.formats import FORMATS, FileFormat
 from oip_asgi._declarations.repository import read_model
 from oip_asgi._hosts.cli import main
 from oip_asgi._hosts.cli.target import FileOptions, TargetError, file_models
-
-from ._servers import ROOT
+from tests.support.servers import ROOT
 
 try:
     import tomllib

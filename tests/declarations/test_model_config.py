@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from oip_asgi import Model, TensorSpec, oip_app
-
-from ._client import client
-from ._servers import HOST, free_port, serving
+from tests.support.client import client
+from tests.support.servers import HOST, free_port, serving
 
 httpclient = pytest.importorskip("tritonclient.http")
 grpcclient = pytest.importorskip("tritonclient.grpc")
@@ -45,7 +44,7 @@ def config(
     }
 
 
-# What tests/apps_config.py's models answer, model (and version) by model.
+# What tests/apps/config.py's models answer, model (and version) by model.
 EXPECTED = {
     ("bare", ""): config("bare"),
     ("declared", ""): config(
@@ -99,9 +98,9 @@ IDS = [f"{name}@{version}" if version else name for name, version in EXPECTED]
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, str]]:
-    """tests/apps_config.py through `oip-asgi serve --grpc-port`: its REST and its gRPC addresses."""
+    """tests/apps/config.py through `oip-asgi serve --grpc-port`: its REST and its gRPC addresses."""
     port, grpc_port = free_port(), free_port()
-    argv = ["-m", "oip_asgi", "serve", "tests.apps_config:models", "--port", str(port), "--grpc-port", str(grpc_port)]
+    argv = ["-m", "oip_asgi", "serve", "tests.apps.config:models", "--port", str(port), "--grpc-port", str(grpc_port)]
     with serving(argv, port) as server:
         yield server.address, f"{HOST}:{grpc_port}"
 

@@ -382,7 +382,7 @@ def test_read_models_are_ordinary_models(tmp_path: Path, classifier: LogisticReg
 
 
 def test_the_documented_repository_reads_as_written(tmp_path: Path, classifier: LogisticRegression) -> None:
-    doc = (Path(__file__).parent.parent / "docs" / "repository.md").read_text()
+    doc = (Path(__file__).parents[2] / "docs" / "repository.md").read_text()
     examples = dict(re.findall(r"<!-- example: (\S+) -->\n```\w+\n(.*?)```", doc, re.DOTALL))
     assert set(examples) == {"double/1/model.py", "iris/config.pbtxt"}
     for name, text in examples.items():
@@ -456,7 +456,7 @@ def test_reading_a_model_py_leaves_its_folder_as_it_was(tmp_path: Path) -> None:
 
 
 def test_the_example_repository_reads_without_warnings_and_answers() -> None:
-    root = Path(__file__).parent.parent / "examples" / "repository"
+    root = Path(__file__).parents[2] / "examples" / "repository"
     assert model_names(root) == ["animals", "simple"]
     animals, simple = (read_model(root, name) for name in ("animals", "simple"))
     assert animals.warnings == simple.warnings == []
@@ -481,8 +481,7 @@ async def test_reshape_the_client_sees_the_declared_dims_and_the_model_the_resha
     from sklearn.linear_model import LinearRegression
 
     from oip_asgi import ModelRepository, oip_app
-
-    from ._client import client
+    from tests.support.client import client
 
     # Petal width from the other three measurements and a constant: a per-row scalar, as Triton's dims [1].
     features = np.column_stack([IRIS_X[:, :3], np.ones(len(IRIS_X))])

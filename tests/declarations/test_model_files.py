@@ -1,5 +1,5 @@
 """`Model.from_file`: model files trained here from the libraries' own data, served by a real server
-(`oip-asgi serve tests.apps_files:models`) and called by NVIDIA's tritonclient over HTTP and gRPC;
+(`oip-asgi serve tests.apps.files:models`) and called by NVIDIA's tritonclient over HTTP and gRPC;
 what the file says becomes the metadata, what the caller says wins, and what cannot load says why."""
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 
 from oip_asgi import BadRequest, Model, ModelNotReady, TensorSpec
-
-from ._servers import HOST, child_env, free_port, serving
-from .model_files import export
+from tests.support.model_files import export
+from tests.support.servers import HOST, child_env, free_port, serving
 
 # Trains a model of each kind and starts a server: the slow part of the suite.
 pytestmark = pytest.mark.slow
@@ -56,7 +55,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
 def server(files: tuple[Path, dict[str, Any]]) -> Iterator[tuple[str, str]]:
     """The files served by `oip-asgi serve`: its REST and gRPC addresses."""
     port, grpc_port = free_port(), free_port()
-    argv = ["-m", "oip_asgi", "serve", "tests.apps_files:models", "--port", str(port), "--grpc-port", str(grpc_port)]
+    argv = ["-m", "oip_asgi", "serve", "tests.apps.files:models", "--port", str(port), "--grpc-port", str(grpc_port)]
     # "broken" never loads, so the server is never ready: wait for one model instead.
     with serving(argv, port, ready_path="/v2/models/iris/ready", env={"OIP_MODEL_FILES": str(files[0])}):
         yield f"{HOST}:{port}", f"{HOST}:{grpc_port}"

@@ -21,8 +21,7 @@ import tritonclient.http as httpclient  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
 from oip_asgi import Model  # noqa: E402
-
-from ._servers import HOST, free_port, serving  # noqa: E402
+from tests.support.servers import HOST, free_port, serving  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
@@ -66,7 +65,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Digits]:
 @pytest.fixture(scope="module")
 def server(trained: tuple[Path, Digits]) -> Iterator[tuple[str, str]]:
     port, grpc_port = free_port(), free_port()
-    argv = ["-m", "oip_asgi", "serve", "tests.apps_torch:models", "--port", str(port), "--grpc-port", str(grpc_port)]
+    argv = ["-m", "oip_asgi", "serve", "tests.apps.torch:models", "--port", str(port), "--grpc-port", str(grpc_port)]
     with serving(argv, port, env={"OIP_MODEL_FILES": str(trained[0])}, timeout=60):
         yield f"{HOST}:{port}", f"{HOST}:{grpc_port}"
 

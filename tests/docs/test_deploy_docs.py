@@ -12,8 +12,7 @@ import signal
 import pytest
 
 from oip_asgi._hosts.cli import parser
-
-from ._servers import HOST, ROOT, free_port, serving, triton_round_trip
+from tests.support.servers import HOST, ROOT, free_port, serving, triton_round_trip
 
 DOC = ROOT / "docs" / "deploy.md"
 RECIPE = re.compile(r"<!-- recipe: (?P<name>\S+) -->\n```(?P<language>[a-z]*)\n(?P<code>.*?)```", re.DOTALL)

@@ -27,8 +27,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from oip_asgi import ModelRepository, oip_app
-
-from ._servers import ROOT, child_env
+from tests.support.servers import ROOT, child_env
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -14,9 +14,8 @@ import pytest
 
 from oip_asgi import OIPApp
 from oip_asgi._core.server import ServerCore
-
-from ._servers import ROOT
-from ._waiting import HANG
+from tests.support.servers import ROOT
+from tests.support.waiting import HANG
 
 DOC = ROOT / "docs" / "integrations.md"
 RECIPE = re.compile(r"<!-- recipe: (?P<name>\S+) -->\n```python\n(?P<code>.*?)```", re.DOTALL)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ._servers import ROOT
+from tests.support.servers import ROOT
 
 DOC = ROOT / "docs" / "models.md"
 RECIPE = re.compile(r"<!-- recipe: (?P<name>\S+) -->\n```python\n(?P<code>.*?)```", re.DOTALL)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ._servers import ROOT, Server, free_port, serving
+from tests.support.servers import ROOT, Server, free_port, serving
 
 pytest.importorskip("jinja2")
 
@@ -109,7 +109,7 @@ def test_the_lambda_recipe_answers_a_chat(mymodels: Path) -> None:
 
 
 def _lambda_recipe_answers(mymodels: Path) -> None:
-    from .test_lambda import http_api_event
+    from tests.hosts.test_lambda import http_api_event
 
     namespace: dict[str, Any] = {"__name__": "recipe"}
     exec(compile(RECIPES["lambda"], "docs/openai.md (lambda)", "exec"), namespace)

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ._servers import HOST, ROOT, Server, child_env, free_port, serving
+from tests.support.servers import HOST, ROOT, Server, child_env, free_port, serving
 
 pytest.importorskip("oip_asgi.grpc")
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ import pytest
 httpclient = pytest.importorskip("tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from .strategies import DTYPES  # noqa: E402
+from tests.support.strategies import DTYPES  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

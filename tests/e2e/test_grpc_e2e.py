@@ -18,9 +18,9 @@ grpcclient = pytest.importorskip("tritonclient.grpc")
 import tritonclient.grpc.aio as aioclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from ._servers import HOST, free_port, serving  # noqa: E402
-from ._waiting import HANG  # noqa: E402
-from .strategies import DTYPES  # noqa: E402
+from tests.support.servers import HOST, free_port, serving  # noqa: E402
+from tests.support.strategies import DTYPES  # noqa: E402
+from tests.support.waiting import HANG  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -43,9 +43,9 @@ def triton(example: tuple[str, str]) -> Iterator[grpcclient.InferenceServerClien
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[grpcclient.InferenceServerClient]:
-    """tests/apps_grpc.py through `oip-asgi serve --grpc-port`: models that fail, have versions, echo parameters."""
+    """tests/apps/grpc.py through `oip-asgi serve --grpc-port`: models that fail, have versions, echo parameters."""
     port, grpc_port = free_port(), free_port()
-    argv = ["-m", "oip_asgi", "serve", "tests.apps_grpc:models", "--port", str(port), "--grpc-port", str(grpc_port)]
+    argv = ["-m", "oip_asgi", "serve", "tests.apps.grpc:models", "--port", str(port), "--grpc-port", str(grpc_port)]
     # "broken" never loads, so the server is never ready: wait for liveness instead.
     with serving(argv, port, ready_path="/v2/health/live"):
         client = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
@@ -74,7 +74,7 @@ def tensor(name: str, array: np.ndarray, datatype: str) -> grpcclient.InferInput
 
 
 def test_tritonclient_reads_health_and_metadata(triton: grpcclient.InferenceServerClient) -> None:
-    # That REST says the same is tests/parity_cases.py's to check; here, NVIDIA's client reads our answers.
+    # That REST says the same is tests/support/parity_cases.py's to check; here, NVIDIA's client reads our answers.
     assert triton.is_server_live() and triton.is_server_ready()
     assert triton.is_model_ready("simple") and triton.is_model_ready("simple", "1")
     assert not triton.is_model_ready("missing") and not triton.is_model_ready("simple", "9")

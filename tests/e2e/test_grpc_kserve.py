@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ._servers import HOST, ROOT, free_port, serving
+from tests.support.servers import HOST, ROOT, free_port, serving
 
 pytest.importorskip("oip_asgi.grpc")
 PYTHON = Path(os.environ.get("OIP_KSERVE_PYTHON", ROOT / "bench" / ".peers" / "kserve" / "bin" / "python"))

@@ -1,5 +1,5 @@
 """The OpenAI-compatible API end to end: the official `openai` client (sync and async, stream and not)
-against `oip-asgi serve --openai` of tests/apps_openai.py and examples/openai_repository, one server."""
+against `oip-asgi serve --openai` of tests/apps/openai.py and examples/openai_repository, one server."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ import pytest
 openai = pytest.importorskip("openai")
 
 from examples.openai import embed  # noqa: E402
-
-from ._servers import ROOT, Server, free_port, serving  # noqa: E402
-from ._waiting import written  # noqa: E402
+from tests.support.servers import ROOT, Server, free_port, serving  # noqa: E402
+from tests.support.waiting import written  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +26,7 @@ pytestmark = pytest.mark.slow
 def server() -> Iterator[Server]:
     port = free_port()
     argv = [
-        "-m", "oip_asgi", "serve", "tests.apps_openai:models", "--model-repository",
+        "-m", "oip_asgi", "serve", "tests.apps.openai:models", "--model-repository",
         str(ROOT / "examples" / "openai_repository"), "--port", str(port), "--openai",
     ]  # fmt: skip
     with serving(argv, port) as running:

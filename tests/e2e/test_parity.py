@@ -1,4 +1,4 @@
-"""REST and gRPC answer every case of tests/parity_cases.py alike, from one real server process serving both."""
+"""REST and gRPC answer every case of tests/support/parity_cases.py alike, from one real server process serving both."""
 
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ from oip_asgi._declarations.datatypes import numpy_dtype  # noqa: E402
 from oip_asgi.grpc import inference_pb2 as pb  # noqa: E402
 from oip_asgi.grpc import inference_pb2_grpc  # noqa: E402
 from oip_asgi.grpc._codec import CONTENTS_FIELD  # noqa: E402
-
-from ._client import split_response  # noqa: E402
-from ._grpc import output_array  # noqa: E402
-from ._servers import HOST, free_port, serving  # noqa: E402
-from .parity_cases import CASES, Case, rest_request  # noqa: E402
+from tests.support.client import split_response  # noqa: E402
+from tests.support.grpc import output_array  # noqa: E402
+from tests.support.parity_cases import CASES, Case, rest_request  # noqa: E402
+from tests.support.servers import HOST, free_port, serving  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -46,9 +45,9 @@ class Inference:
 
 @pytest.fixture(scope="module")
 def addresses() -> Iterator[tuple[str, str]]:
-    """tests/apps_parity.py under uvicorn: its REST and its gRPC addresses."""
+    """tests/apps/parity.py under uvicorn: its REST and its gRPC addresses."""
     port, grpc_port = free_port(), free_port()
-    argv = ["-m", "uvicorn", "tests.apps_parity:app", "--host", HOST, "--port", str(port), "--log-level", "warning"]
+    argv = ["-m", "uvicorn", "tests.apps.parity:app", "--host", HOST, "--port", str(port), "--log-level", "warning"]
     # A model that never loads keeps the server from being ready: wait for liveness.
     env = {"OIP_GRPC_ADDRESS": f"{HOST}:{grpc_port}"}
     with serving(argv, port, env=env, ready_path="/v2/health/live") as server:

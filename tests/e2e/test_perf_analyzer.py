@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ._servers import HOST, ROOT, free_port, serving
+from tests.support.servers import HOST, ROOT, free_port, serving
 
 HOME = ROOT / "bench" / ".peers" / "perf_analyzer"
 BINARY = HOME / "bin" / "perf_analyzer"

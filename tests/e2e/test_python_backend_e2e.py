@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ._servers import Server, free_port, serving
-from ._waiting import HANG, wait_until, written
+from tests.support.servers import Server, free_port, serving
+from tests.support.waiting import HANG, wait_until, written
 
 httpclient = pytest.importorskip("tritonclient.http")
 grpcclient = pytest.importorskip("tritonclient.grpc")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ._servers import ROOT, free_port, serving, triton_round_trip
+from tests.support.servers import ROOT, free_port, serving, triton_round_trip
 
 if importlib.util.find_spec("ray") is None:  # looked up, not imported: Ray runs in the server process only
     pytest.skip("Ray Serve is not installed", allow_module_level=True)

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ._servers import free_port, serving
-from ._waiting import wait_until
-from .test_repository import broken_model, write_model
+from tests.core.test_repository import broken_model, write_model
+from tests.support.servers import free_port, serving
+from tests.support.waiting import wait_until
 
 httpclient = pytest.importorskip("tritonclient.http")
 grpcclient = pytest.importorskip("tritonclient.grpc")

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from oip_asgi.grpc import inference_pb2 as pb
-from tests._servers import HOST, Server, free_port, serving
-from tests._waiting import wait_until
+from tests.support.servers import HOST, Server, free_port, serving
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ TIMEOUT = 10  # long enough for the 400 clients to be set up on a loaded machine
 @pytest.fixture
 def server() -> Iterator[tuple[Server, int]]:
     port, grpc_port = free_port(), free_port()
-    argv = ["-m", "oip_asgi", "serve", "tests.apps_guard:models", "--port", str(port), "--grpc-port", str(grpc_port)]
+    argv = ["-m", "oip_asgi", "serve", "tests.apps.guard:models", "--port", str(port), "--grpc-port", str(grpc_port)]
     argv += ["--timeout-request-read", str(TIMEOUT), "--grpc-stream-first-request-timeout", str(TIMEOUT)]
     with serving([*argv, "--log-level", "warning", "--no-access-log"], port) as running:
         yield running, grpc_port

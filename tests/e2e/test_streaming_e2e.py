@@ -22,9 +22,8 @@ import tritonclient.grpc.aio as aioclient  # noqa: E402
 
 from oip_asgi.grpc import inference_pb2 as pb  # noqa: E402
 from oip_asgi.grpc import inference_pb2_grpc as pb_grpc  # noqa: E402
-
-from ._servers import HOST, ROOT, Server, free_port, serving  # noqa: E402
-from ._waiting import HANG, written  # noqa: E402
+from tests.support.servers import HOST, ROOT, Server, free_port, serving  # noqa: E402
+from tests.support.waiting import HANG, written  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -467,4 +466,4 @@ def test_statistics_count_a_stream_once(http: httpx.Client, server: tuple[Server
     before = counts()
     events(http.post("/models/countdown/generate_stream", json={"start": 5}).content)
     assert counts() == (before[0] + 1, before[1] + 1, before[2] + 1)
-    # (The access log's line per request, with its responses, is tests/test_streaming.py's.)
+    # (The access log's line per request, with its responses, is tests/core/test_streaming.py's.)

@@ -23,10 +23,9 @@ from oip_asgi import Model, OIPError, Result, TensorSpec  # noqa: E402
 from oip_asgi.grpc import inference_pb2 as pb  # noqa: E402
 from oip_asgi.grpc import inference_pb2_grpc  # noqa: E402
 from oip_asgi.grpc._service import status_code  # noqa: E402
-
-from ._grpc import INFER, TYPED_FIELDS, grpc_server, output_array, request  # noqa: E402
-from ._waiting import wait_until  # noqa: E402
-from .strategies import tensors  # noqa: E402
+from tests.support.grpc import INFER, TYPED_FIELDS, grpc_server, output_array, request  # noqa: E402
+from tests.support.strategies import tensors  # noqa: E402
+from tests.support.waiting import wait_until  # noqa: E402
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 ANIMALS = ["cat", "dog", "bird"]
@@ -149,7 +148,7 @@ def test_model_metadata_with_properties(stub: inference_pb2_grpc.GRPCInferenceSe
 
 
 def test_an_empty_model_name_is_not_found(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
-    # Unknown models and versions over both wires are in tests/parity_cases.py; REST cannot send an empty name.
+    # Unknown models and versions over both wires are in tests/support/parity_cases.py; REST cannot send an empty name.
     unknown = "Request for unknown model: '' is not found"
     assert_refused(stub.ModelMetadata, pb.ModelMetadataRequest(name=""), grpc.StatusCode.NOT_FOUND, unknown)
     infer = request("", ("X", "FP32", np.zeros(1, np.float32)))
@@ -289,7 +288,7 @@ def typed(**contents: Any) -> pb.InferTensorContents:
 
 
 # What only gRPC can send, and lying shapes whose refusal must allocate nothing; each with a piece of the
-# message it is refused with (INVALID_ARGUMENT). What both wires can send is in tests/parity_cases.py.
+# message it is refused with (INVALID_ARGUMENT). What both wires can send is in tests/support/parity_cases.py.
 BAD_REQUESTS: dict[str, tuple[pb.ModelInferRequest, str]] = {
     "more bytes than int64 counts": (
         pb.ModelInferRequest(model_name="echo", inputs=[tensor(shape=(2**62, 4))], raw_input_contents=[RAW_F]),
@@ -381,7 +380,7 @@ def test_bad_requests_are_invalid_argument_and_allocate_nothing(channel: grpc.Ch
 def test_a_status_without_a_grpc_code_of_its_own_keeps_its_class(
     stub: inference_pb2_grpc.GRPCInferenceServiceStub,
 ) -> None:
-    # The statuses STATUS_CODES maps are in tests/parity_cases.py, over both wires; a 418 is a client error.
+    # The statuses STATUS_CODES maps are in tests/support/parity_cases.py, over both wires; a 418 is a client error.
     assert_refused(stub.ModelInfer, request("teapot", ("X", "FP32", F)), INVALID, "short and stout")
 
 
@@ -672,7 +671,7 @@ def test_unknown_groups_are_skipped_as_protobuf_skips_them(channel: grpc.Channel
 
 def test_client_strings_in_grpc_only_messages_are_cut(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
     # Past grpcio's 16 KiB limit on a status message, the client would get RESOURCE_EXHAUSTED instead.
-    # The names both wires echo are in tests/parity_cases.py.
+    # The names both wires echo are in tests/support/parity_cases.py.
     long = "p" * 20_000
     cut = f"'{'p' * 100}...{'p' * 100}' (20000 characters)"
     message = request("parameters", ("X", "FP32", np.ones(2, np.float32)))

@@ -12,8 +12,7 @@ pytest.importorskip("grpc_tools")
 from google.protobuf import descriptor_pb2
 
 from oip_asgi._protobuf import _generate, inference_pb2
-
-from ._servers import ROOT, child_env
+from tests.support.servers import ROOT, child_env
 
 PACKAGE = ROOT / "oip_asgi"
 

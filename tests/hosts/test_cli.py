@@ -27,10 +27,9 @@ import pytest
 
 from oip_asgi import Model, OIPApp, oip_app
 from oip_asgi._hosts.cli import Served, load_target, main, parser
-
-from ._servers import HOST, ROOT, Server, child_env, free_port, serving, triton_round_trip
-from ._waiting import HANG, wait_until
-from .apps_cli import recorded
+from tests.apps.cli import recorded
+from tests.support.servers import HOST, ROOT, Server, child_env, free_port, serving, triton_round_trip
+from tests.support.waiting import HANG, wait_until
 
 pytest.importorskip("uvicorn")
 
@@ -356,7 +355,7 @@ def test_serves_tritonclient_with_binary_tensors_and_classification() -> None:
 
 @pytest.mark.slow
 def test_a_model_attribute_serves_that_one_model() -> None:
-    with served("tests.apps_cli:pid") as server:
+    with served("tests.apps.cli:pid") as server:
         assert status(f"http://{server.address}/v2/models/pid/ready") == 200
         assert status(f"http://{server.address}/v2/models/slow") == 404
 
@@ -364,7 +363,7 @@ def test_a_model_attribute_serves_that_one_model() -> None:
 @pytest.mark.slow
 def test_readiness_is_400_while_a_slow_load_runs(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
-    with served("tests.apps_cli:gated", ready_path="/v2/health/live", env={"OIP_TEST_GATE": str(gate)}) as server:
+    with served("tests.apps.cli:gated", ready_path="/v2/health/live", env={"OIP_TEST_GATE": str(gate)}) as server:
         base = f"http://{server.address}/v2"
         # Answered, and not held until the load ends: it cannot end before the gate opens.
         assert status(f"{base}/health/ready") == 400
@@ -384,7 +383,7 @@ def pids(address: str, count: int = 4) -> set[int]:
 @pytest.mark.slow
 def test_two_workers_each_load_once_serve_both_and_survive_a_kill(tmp_path: Path) -> None:
     log = tmp_path / "events"
-    with served("tests.apps_cli:models", "--workers", "2", events=log, timeout=60) as server:
+    with served("tests.apps.cli:models", "--workers", "2", events=log, timeout=60) as server:
         workers: set[int] = set()
         deadline = time.monotonic() + HANG
         while len(workers) < 2 and time.monotonic() < deadline:
@@ -414,7 +413,7 @@ def test_sigterm_lets_a_slow_request_finish_then_exits_0(tmp_path: Path, workers
     log, gate = tmp_path / "events", tmp_path / "gate"
     # At INFO, uvicorn's "Shutting down" tells when the server has begun to stop.
     options = ("--workers", workers, "--log-level", "info")
-    with served("tests.apps_cli:models", *options, events=log, env={"OIP_TEST_GATE": str(gate)}) as server:
+    with served("tests.apps.cli:models", *options, events=log, env={"OIP_TEST_GATE": str(gate)}) as server:
         request = {"inputs": [{"name": "SECONDS", "datatype": "FP32", "shape": [1], "data": [30]}]}
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(post, server.address, "slow", request, timeout=30)
@@ -431,7 +430,7 @@ def test_sigterm_lets_a_slow_request_finish_then_exits_0(tmp_path: Path, workers
 @pytest.mark.parametrize(("workers", "level", "lines"), [("1", "info", 1), ("2", "info", 1), ("1", "warning", 0)])
 @pytest.mark.slow
 def test_an_apps_access_log_goes_to_uvicorns_log_at_its_level(workers: str, level: str, lines: int) -> None:
-    with served("tests.apps_cli:logged", "--workers", workers, "--log-level", level) as server:
+    with served("tests.apps.cli:logged", "--workers", workers, "--log-level", level) as server:
         request = {"inputs": [{"name": "X", "datatype": "INT64", "shape": [1], "data": [7]}]}
         assert post(server.address, "echo", request)["outputs"][0]["data"] == [7]
         os.kill(server.pid, signal.SIGTERM)  # every line written once the server is gone
@@ -459,7 +458,7 @@ SUCCESS = 'nv_inference_request_success{model="pid",version="1"}'
 def test_metrics_port_serves_each_workers_own_figures(workers: int) -> None:
     pytest.importorskip("prometheus_client")
     first = free_ports(workers)
-    with served("tests.apps_cli:pid", "--workers", str(workers), "--metrics-port", str(first)) as server:
+    with served("tests.apps.cli:pid", "--workers", str(workers), "--metrics-port", str(first)) as server:
         for _ in range(3):
             pids(server.address, count=2)
         ports = range(first, first + workers)

@@ -28,8 +28,7 @@ from sklearn.linear_model import LogisticRegression
 
 from oip_asgi._hosts.cli import load_target, main
 from oip_asgi._hosts.cli.target import FileOptions, TargetError, file_models
-
-from ._servers import HOST, free_port, serving
+from tests.support.servers import HOST, free_port, serving
 
 IRIS_X, IRIS_Y = load_iris(return_X_y=True)
 SPECIES = ["setosa", "versicolor", "virginica"]

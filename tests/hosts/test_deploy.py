@@ -22,8 +22,7 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate")
 from oip_asgi import __version__  # noqa: E402
 from oip_asgi._declarations.files import FORMATS  # noqa: E402
 from oip_asgi._hosts.cli import parser  # noqa: E402
-
-from ._servers import HOST, ROOT, free_port, serving, triton_round_trip  # noqa: E402
+from tests.support.servers import HOST, ROOT, free_port, serving, triton_round_trip  # noqa: E402
 
 KSERVE = ROOT / "deploy" / "kserve"
 SCHEMAS = Path(__file__).parent / "schemas" / "kserve"

@@ -19,8 +19,7 @@ pytest.importorskip("a2wsgi")
 import oip_asgi_django
 from examples import django_asgi, django_wsgi
 from oip_asgi import Model, TensorSpec, oip_app
-
-from ._servers import chunked_infer, triton_round_trip, uvicorn
+from tests.support.servers import chunked_infer, triton_round_trip, uvicorn
 
 pytestmark = pytest.mark.anyio
 

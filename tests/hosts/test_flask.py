@@ -22,9 +22,8 @@ from werkzeug.serving import make_server
 from examples import flask_app
 from oip_asgi import Model, OIPApp, TensorSpec, oip_app
 from oip_asgi_flask import OIP
-
-from ._servers import ROOT, chunked_infer, free_port, serving, triton_round_trip
-from ._waiting import HANG
+from tests.support.servers import ROOT, chunked_infer, free_port, serving, triton_round_trip
+from tests.support.waiting import HANG
 
 SIMPLE = {
     "inputs": [

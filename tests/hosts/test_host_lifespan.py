@@ -21,8 +21,7 @@ from starlette.testclient import TestClient
 
 import oip_asgi
 from oip_asgi import Model, ModelRepository, OIPApp, OIPMount, oip_app
-
-from ._servers import HOST, ROOT, free_port, serving
+from tests.support.servers import HOST, ROOT, free_port, serving
 
 PYTHON_MODELS = ROOT / "examples" / "python_backend" / "models"
 FINALIZED = "add_sub: unloaded"  # what examples/python_backend/models/add_sub's finalize prints

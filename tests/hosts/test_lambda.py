@@ -18,8 +18,7 @@ pytest.importorskip("mangum")
 import oip_asgi_lambda
 from examples.models import models
 from oip_asgi import Model, TensorSpec, oip_app
-
-from ._servers import ROOT, child_env
+from tests.support.servers import ROOT, child_env
 
 Event = dict[str, Any]
 LAMBDA_EVENT_LIMIT = 6 * 2**20  # what Lambda accepts for a synchronous invocation

@@ -11,8 +11,7 @@ import pytest
 
 import oip_asgi.grpc
 from oip_asgi import Model, ModelRepository, oip_app
-
-from ._servers import ROOT, child_env
+from tests.support.servers import ROOT, child_env
 
 
 def missing(monkeypatch: pytest.MonkeyPatch, package: str, *importers: str) -> None:

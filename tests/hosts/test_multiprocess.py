@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ._servers import HOST, free_port, serving
-from ._waiting import wait_until
-from .apps_cli import recorded
+from tests.apps.cli import recorded
+from tests.support.servers import HOST, free_port, serving
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ def test_gunicorn_workers_each_load_once(tmp_path: Path, preload: bool) -> None:
     log = tmp_path / "events"
     port = free_port()
     argv = ["-m", "gunicorn", "--workers", "2", "--worker-class", "uvicorn_worker.UvicornWorker"]
-    argv += ["--bind", f"{HOST}:{port}", *(["--preload"] if preload else []), "tests.apps_cli:app"]
+    argv += ["--bind", f"{HOST}:{port}", *(["--preload"] if preload else []), "tests.apps.cli:app"]
     with serving(argv, port, ready_path="/health/ready", env={"OIP_TEST_EVENTS": str(log)}) as server:
         wait_until(lambda: len(recorded(log, "load")) >= 2, "both workers loaded")
         loads = recorded(log, "load")
@@ -42,7 +42,7 @@ def test_flask_under_gunicorn_sync_workers(tmp_path: Path, preload: bool) -> Non
     log = tmp_path / "events"
     port = free_port()
     argv = ["-m", "gunicorn", "--workers", "2", "--bind", f"{HOST}:{port}", *(["--preload"] if preload else [])]
-    with serving([*argv, "tests.apps_wsgi:app"], port, env={"OIP_TEST_EVENTS": str(log)}) as server:
+    with serving([*argv, "tests.apps.wsgi:app"], port, env={"OIP_TEST_EVENTS": str(log)}) as server:
         if preload:  # loaded once, in the parent, at import; the workers inherit the loaded models
             assert recorded(log, "import") == recorded(log, "load") == [server.pid]
         else:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._servers import ROOT
+from tests.support.servers import ROOT
 
 pytestmark = pytest.mark.slow
 

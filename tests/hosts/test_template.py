@@ -25,7 +25,7 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
-from ._servers import ROOT
+from tests.support.servers import ROOT
 
 TEMPLATE = ROOT / "template.yaml"
 

@@ -16,7 +16,7 @@ import cfnlint.api as cfnlint_api
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
-from ._servers import ROOT
+from tests.support.servers import ROOT
 
 TEMPLATE = ROOT / "deploy" / "lambda" / "template-image.yaml"
 DOCKERFILE = ROOT / "deploy" / "lambda" / "Dockerfile"

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests._servers import HOST, ROOT, child_env, free_port
-from tests._waiting import HANG
+from tests.support.servers import HOST, ROOT, child_env, free_port
+from tests.support.waiting import HANG
 
 # geventhttpclient, under tritonclient.http, still checks the host name with the deprecated ssl.match_hostname.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:ssl.match_hostname:DeprecationWarning")]
@@ -84,7 +84,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def tls_server(pki: dict[str, Path], *options: str, client_certificate: bool = False) -> Iterator[tuple[int, int]]:
     """`oip-asgi serve` with HTTPS and gRPC over TLS, until the block ends: (HTTP port, gRPC port)."""
     port, grpc_port = free_port(), free_port()
-    argv = [sys.executable, "-m", "oip_asgi", "serve", "tests.apps_guard:models", "--port", str(port)]
+    argv = [sys.executable, "-m", "oip_asgi", "serve", "tests.apps.guard:models", "--port", str(port)]
     argv += ["--ssl-certfile", str(pki["server"]), "--ssl-keyfile", str(pki["server-key"]), "--log-level", "warning"]
     argv += ["--grpc-port", str(grpc_port), "--grpc-server-cert", str(pki["server"])]
     argv += ["--grpc-server-key", str(pki["server-key"]), *options]

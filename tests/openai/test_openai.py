@@ -1,6 +1,6 @@
 """The OpenAI-compatible app in-process (httpx over ASGI): conventions, templates, sampling parameters,
 errors as OpenAI's error object, restrictions and mounting. The real client against a real server is
-tests/test_openai_e2e.py."""
+tests/e2e/test_openai_e2e.py."""
 
 from __future__ import annotations
 

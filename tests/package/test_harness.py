@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ._servers import _sigint_heard
+from tests.support.servers import _sigint_heard
 
 SHOW = "import signal; print(signal.getsignal(signal.SIGINT))"
 

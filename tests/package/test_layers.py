@@ -18,7 +18,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-CONTRACTS: list[dict[str, Any]] = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["tool"][
+CONTRACTS: list[dict[str, Any]] = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["tool"][
     "importlinter"
 ]["contracts"]
 

@@ -16,8 +16,7 @@ from oip_asgi import oip_app
 from oip_asgi._declarations.python_backend import host
 from oip_asgi._declarations.python_backend import utils as pb_utils
 from oip_asgi._declarations.python_backend.errors import answer_of
-
-from ._client import client
+from tests.support.client import client
 
 
 def test_tensors_and_lookups() -> None:

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ._servers import ROOT, Server, child_env, free_port, serving
-from ._waiting import wait_until
+from tests.support.servers import ROOT, Server, child_env, free_port, serving
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -128,7 +128,7 @@ def test_the_add_sub_repository_answers_on_lambda() -> None:
     """Triton cannot run there (no /dev/shm for its stub processes): a fresh interpreter, as Lambda's init is."""
     code = """
 import json, sys
-from tests.test_lambda import CONTEXT, TEXT, http_api_event, response_json
+from tests.hosts.test_lambda import CONTEXT, TEXT, http_api_event, response_json
 import examples.lambda_python_backend as packed
 
 body = {"inputs": [{"name": "INPUT0", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]},

@@ -1,6 +1,6 @@
 """The bad-input catalogue: hostile requests, the status each gets and what its error message says.
 
-One table drives both tests/test_hostile.py and docs/bad-input.md; ``python -m tests.hostile_cases``
+One table drives both tests/rest/test_hostile.py and docs/bad-input.md; ``python -m tests.rest.hostile_cases``
 prints that document from the cases and the messages the server actually returns.
 """
 
@@ -20,9 +20,8 @@ from starlette.applications import Starlette
 from examples.streaming import models as streaming_models
 from oip_asgi import Model, TensorSpec, mount
 from oip_asgi._declarations.datatypes import DATATYPES
-
-from . import parity_cases
-from ._client import client
+from tests.support import parity_cases
+from tests.support.client import client
 
 MAX_BODY_SIZE = 64 * 1024
 MAX_JSON_SIZE = 16 * 1024
@@ -48,8 +47,8 @@ MODELS: dict[str, Any] = {
     "mock_llm": streaming_models["mock_llm"],  # Triton's generate-test model: a generator
 }
 
-# Small limits so the size cases need small bodies; `uvicorn tests.hostile_cases:app` serves the same app.
-# The cases both wires answer alike (tests/parity_cases.py) are sent to their own models, at /parity/v2.
+# Small limits so the size cases need small bodies; `uvicorn tests.rest.hostile_cases:app` serves the same app.
+# The cases both wires answer alike (tests/support/parity_cases.py) are sent to their own models, at /parity/v2.
 PARITY = "/parity"
 app = Starlette()
 mount(app, MODELS, path="/v2", max_body_size=MAX_BODY_SIZE, max_json_size=MAX_JSON_SIZE)
@@ -130,7 +129,7 @@ def _section(title: str, *cases: Case) -> list[Case]:
 
 
 def _over_both_wires() -> list[Case]:
-    """The refusals of tests/parity_cases.py as REST sends them: JSON data, then binary tensors ("-binary")."""
+    """The refusals of tests/support/parity_cases.py as REST sends them: JSON data, then binary tensors ("-binary")."""
     cases = []
     for case in parity_cases.CASES:
         for pair in case.pairs if case.rpc == "infer" else ("typed",):
@@ -152,7 +151,7 @@ def _over_both_wires() -> list[Case]:
                     method=sent.method,
                     path=PARITY + sent.path,
                     sketch=sketch,
-                    group="Over both wires (tests/parity_cases.py: gRPC answers the same)",
+                    group="Over both wires (tests/support/parity_cases.py: gRPC answers the same)",
                 )
             )
     return cases
@@ -500,7 +499,7 @@ CASES: list[Case] = [
              "request body is not valid compressed data", body=_VALID_JSON, headers={"content-encoding": "gzip"}),
     ),
     *_section(
-        "Lengths declared, not sent (memory follows the bytes received: tests/test_hostile_memory.py)",
+        "Lengths declared, not sent (memory follows the bytes received: tests/rest/test_hostile_memory.py)",
         Case("header-length-declared-gzip", "a gzip body inflating to 4,001 bytes, declaring a 15,000-byte header", 400,
              "request body ended 10999 bytes short, in the middle of the JSON inference header",
              body=gzip.compress(b"{" + b" " * 4000, mtime=0), sketch="gzip of `{` and 4,000 spaces (40 bytes)",
@@ -644,19 +643,19 @@ async def outcomes() -> dict[str, tuple[int | None, str]]:
 INTRO = """\
 # Bad input: what each hostile request gets
 
-Every request below is a test in `tests/test_hostile.py`: it gets exactly this status and an
+Every request below is a test in `tests/rest/test_hostile.py`: it gets exactly this status and an
 `{{"error": "..."}}` body with this message, and a valid inference on the same server succeeds right
-after it. Generated from `tests/hostile_cases.py` by `python -m tests.hostile_cases > docs/bad-input.md`
+after it. Generated from `tests/rest/hostile_cases.py` by `python -m tests.rest.hostile_cases > docs/bad-input.md`
 (a test fails if this file drifts). The app under test serves `echo` (no declared tensors),
 `identity_<datatype>` (input `x`, output `y`, shape `[-1]`), `two` (INT32 inputs `a` and `b`, output `sum`)
 `scores` (FP32 `[-1, 4]`, labelled) and Triton's `mock_llm` (a generator: examples/streaming.py), with
 `max_body_size={body}` and `max_json_size={json}` bytes.
 Requests are sent with an honest `Content-Length` unless marked chunked (streamed without one).
 
-The last section is the refusals both wires share: `tests/parity_cases.py` holds them as data, its
+The last section is the refusals both wires share: `tests/support/parity_cases.py` holds them as data, its
 models are served at `/parity/v2` here (beside a model repository in the explicit mode: a model whose
 load fails, one not loaded, and a folder named as a model from code, refused), and
-`tests/test_parity.py` sends each case over REST and over gRPC to one server and checks that both
+`tests/e2e/test_parity.py` sends each case over REST and over gRPC to one server and checks that both
 answer with this message (and the gRPC status code of this HTTP status).
 
 The Content-Length cases need a real server, since an in-process transport cannot lie about the body:

@@ -15,9 +15,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from oip_asgi import Model, OIPMount, TensorSpec, mount, oip_app
-
-from ._client import client
-from ._waiting import until
+from tests.support.client import client
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.anyio
 

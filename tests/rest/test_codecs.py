@@ -22,9 +22,8 @@ from oip_asgi._declarations.errors import BadRequest
 from oip_asgi._rest.bulk_json import bulk_request
 from oip_asgi._rest.json_request import parse_request
 from oip_asgi._rest.json_tensors import array_from_json
-
-from ._client import as_array, binary_outputs, binary_request, bytes_tensor, client, split_response
-from .strategies import DTYPES, tensors
+from tests.support.client import as_array, binary_outputs, binary_request, bytes_tensor, client, split_response
+from tests.support.strategies import DTYPES, tensors
 
 APP = Starlette()
 mount(APP, {"echo": lambda **inputs: inputs})

@@ -29,10 +29,9 @@ import pytest
 
 from oip_asgi import Model, TensorSpec, oip_app
 from oip_asgi._rest.responses import SLICE
-
-from ._client import binary_request, client, split_response
-from ._servers import uvicorn
-from ._waiting import HANG
+from tests.support.client import binary_request, client, split_response
+from tests.support.servers import uvicorn
+from tests.support.waiting import HANG
 
 pytestmark = pytest.mark.anyio
 
@@ -327,7 +326,7 @@ def test_a_real_server_shrugs_off_clients_that_leave(http: str) -> None:
             leave_mid_body(port, half_binary, half_binary.index(b"\r\n\r\n") + 4, abort)  # headers only
             leave_mid_response(port, fill, abort)
 
-    with uvicorn("tests.apps_faults:app", "--http", http, "--no-access-log", ready_path="/health/ready") as server:
+    with uvicorn("tests.apps.faults:app", "--http", http, "--no-access-log", ready_path="/health/ready") as server:
         for _ in range(25):
             one_round(server.port)
         check_still_serving(server.port)

@@ -1,4 +1,5 @@
-"""The atheris fuzz target (tests/fuzz/fuzz_request.py): its seeds, the crashes it found, and a short bounded run."""
+"""The atheris fuzz target (tests/rest/fuzz/fuzz_request.py): its seeds, the crashes it found, and a short
+bounded run."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ._servers import ROOT
-from .fuzz import fuzz_request
+from tests.rest.fuzz import fuzz_request
+from tests.support.servers import ROOT
 
-FUZZ = ROOT / "tests" / "fuzz"
+FUZZ = ROOT / "tests" / "rest" / "fuzz"
 FUZZ_SECONDS = 20
 MIN_RUNS = 1000  # far below what 20 s gives (thousands per second): fewer means the target barely ran
 
@@ -29,7 +30,9 @@ CRASHES = {
 
 def test_the_corpus_is_the_seeds() -> None:
     committed = {path.name: path.read_bytes() for path in (FUZZ / "corpus").iterdir()}
-    assert committed == dict(fuzz_request.seeds()), "regenerate with: fuzz_request.py --write-seeds tests/fuzz/corpus"
+    assert committed == dict(fuzz_request.seeds()), (
+        "regenerate with: fuzz_request.py --write-seeds tests/rest/fuzz/corpus"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(dict(fuzz_request.seeds())))

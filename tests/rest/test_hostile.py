@@ -1,4 +1,4 @@
-"""The bad-input catalogue (tests/hostile_cases.py): each case's exact status and message, then a valid request."""
+"""The bad-input catalogue (tests/rest/hostile_cases.py): each case's exact status and message, then a valid request."""
 
 from __future__ import annotations
 
@@ -10,14 +10,24 @@ import anyio
 import httpx
 import pytest
 
-from ._client import client
-from ._servers import uvicorn
-from ._waiting import HANG
-from .hostile_cases import CASES, VALID_PATH, VALID_REQUEST, VALID_SUM, Case, app, document, send, valid_inference
+from tests.rest.hostile_cases import (
+    CASES,
+    VALID_PATH,
+    VALID_REQUEST,
+    VALID_SUM,
+    Case,
+    app,
+    document,
+    send,
+    valid_inference,
+)
+from tests.support.client import client
+from tests.support.servers import uvicorn
+from tests.support.waiting import HANG
 
 pytestmark = pytest.mark.anyio
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "bad-input.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "bad-input.md"
 
 
 @pytest.mark.parametrize("case", [case for case in CASES if not case.over_socket], ids=lambda case: case.id)
@@ -34,7 +44,7 @@ async def test_bad_input_is_a_clear_error_and_the_next_request_is_served(case: C
 
 @pytest.fixture(scope="module")
 def hostile_server() -> Iterator[str]:
-    with uvicorn("tests.hostile_cases:app") as server:
+    with uvicorn("tests.rest.hostile_cases:app") as server:
         yield server.address
 
 
@@ -80,4 +90,4 @@ def test_case_ids_are_unique() -> None:
 
 
 async def test_the_document_is_generated_from_the_cases() -> None:
-    assert DOC.read_text() == await document(), "regenerate: python -m tests.hostile_cases > docs/bad-input.md"
+    assert DOC.read_text() == await document(), "regenerate: python -m tests.rest.hostile_cases > docs/bad-input.md"

@@ -1,7 +1,7 @@
 """What a hostile client costs a real server, read from outside in /proc: memory follows bytes received,
 never lengths declared (Content-Length, Inference-Header-Content-Length, a gzip body's claims).
 
-Run alone for the figures: ``pytest tests/test_hostile_memory.py -s`` prints each measurement.
+Run alone for the figures: ``pytest tests/rest/test_hostile_memory.py -s`` prints each measurement.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._servers import HOST, Server, free_port, serving
+from tests.support.servers import HOST, Server, free_port, serving
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ GRPC_PORT = free_port()
 @pytest.fixture
 def server() -> Iterator[Server]:
     port = free_port()
-    argv = ["-m", "oip_asgi", "serve", "tests.apps_guard:models", "--port", str(port), "--grpc-port", str(GRPC_PORT)]
+    argv = ["-m", "oip_asgi", "serve", "tests.apps.guard:models", "--port", str(port), "--grpc-port", str(GRPC_PORT)]
     with serving([*argv, "--log-level", "warning", "--no-access-log"], port) as running:
         yield running
 

@@ -14,8 +14,15 @@ from starlette.applications import Starlette
 
 import oip_asgi
 from oip_asgi import Model, TensorSpec, mount
-
-from ._client import as_array, binary_outputs, binary_request, bytes_tensor, client, outputs_by_name, split_response
+from tests.support.client import (
+    as_array,
+    binary_outputs,
+    binary_request,
+    bytes_tensor,
+    client,
+    outputs_by_name,
+    split_response,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -131,7 +138,7 @@ async def test_wrong_json_elements_are_400_naming_the_tensor(datatype: str, data
 
 
 async def test_integers_out_of_range_in_nested_rows_are_named_as_in_flat_data() -> None:
-    # As gRPC's typed contents word it (tests/parity_cases.py), counting elements row-major.
+    # As gRPC's typed contents word it (tests/support/parity_cases.py), counting elements row-major.
     body = {"inputs": [{"name": "t", "shape": [2, 2], "datatype": "UINT16", "data": [[1, 2], [3, 65536]]}]}
     async with client(identity_app()) as http:
         response = await http.post("/v2/models/echo/infer", json=body)

@@ -13,10 +13,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ._client import as_array, binary_outputs, bytes_tensor, client, split_response
-from ._waiting import HANG
-from .hostile_cases import IHCL, INFER, app
-from .strategies import tensors
+from tests.rest.hostile_cases import IHCL, INFER, app
+from tests.support.client import as_array, binary_outputs, bytes_tensor, client, split_response
+from tests.support.strategies import tensors
+from tests.support.waiting import HANG
 
 
 @dataclass

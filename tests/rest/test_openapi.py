@@ -24,8 +24,7 @@ import oip_asgi._rest.openapi
 from examples.app import app as example_app
 from examples.models import models as example_models
 from oip_asgi import Model, TensorSpec, mount, oip_app
-
-from ._client import client
+from tests.support.client import client
 
 pytestmark = pytest.mark.anyio
 

@@ -14,8 +14,8 @@ from oip_asgi import oip_app
 from oip_asgi._declarations.restricted import GROUPS, restrictions
 from oip_asgi._hosts.cli import main
 from oip_asgi.grpc import inference_pb2 as pb
-from tests._grpc import grpc_server
-from tests.apps_guard import models
+from tests.apps.guard import models
+from tests.support.grpc import grpc_server
 
 # One request of each group this server has, on each wire.
 REST = {
@@ -155,13 +155,13 @@ def test_every_triton_group_is_accepted_and_a_value_may_hold_colons() -> None:
     ],
 )
 def test_security_usage_errors_exit_2(arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "tests.apps_guard:models", *arguments]) == 2
+    assert main(["serve", "tests.apps.guard:models", *arguments]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_grpc_use_ssl_0_is_plaintext(capsys: pytest.CaptureFixture[str]) -> None:
     # =0 drops the flag, so the cert options beside it are refused as going without --grpc-use-ssl.
-    assert main(["serve", "tests.apps_guard:models", "--grpc-use-ssl=0", "--grpc-server-cert", "x"]) == 2
+    assert main(["serve", "tests.apps.guard:models", "--grpc-use-ssl=0", "--grpc-server-cert", "x"]) == 2
     assert "go with --grpc-use-ssl" in capsys.readouterr().err
 
 

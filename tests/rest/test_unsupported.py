@@ -11,8 +11,8 @@ import pytest
 
 from oip_asgi import oip_app
 from oip_asgi.grpc._service import GROUPS, SERVICE, UNOFFERED
-from tests._grpc import grpc_server
-from tests.apps_guard import models
+from tests.apps.guard import models
+from tests.support.grpc import grpc_server
 
 # Triton's paths of each (its clients' calls, as tritonclient.http sends them), and what the answer must name.
 PATHS = [
@@ -107,10 +107,10 @@ def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
 
-    from ._servers import HOST, free_port, serving
+    from tests.support.servers import HOST, free_port, serving
 
     port, grpc_port = free_port(), free_port()
-    argv = ["-m", "oip_asgi", "serve", "tests.apps_guard:models", "--host", HOST, "--http-port", str(port)]
+    argv = ["-m", "oip_asgi", "serve", "tests.apps.guard:models", "--host", HOST, "--http-port", str(port)]
     with serving([*argv, "--grpc-port", str(grpc_port), "--log-level", "warning"], port) as server:
         http = httpclient.InferenceServerClient(server.address)
         rpc = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")

@@ -1,5 +1,5 @@
 """Model files for the tests, trained from the data the libraries ship (nothing downloaded) and saved
-as a data scientist saves them; tests/apps_files.py serves them, the tests call the libraries directly."""
+as a data scientist saves them; tests/apps/files.py serves them, the tests call the libraries directly."""
 
 from __future__ import annotations
 

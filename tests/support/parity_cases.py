@@ -2,8 +2,8 @@
 
 Each case says what a client asks (a model and version, inputs with a name, datatype, shape and their
 elements or raw bytes, the outputs and parameters it wants) and what it gets: the HTTP status and a
-fragment of the message, or the outputs. tests/test_parity.py turns each into REST requests and gRPC
-messages, sends them to one server process that serves both (tests/apps_parity.py), and checks that
+fragment of the message, or the outputs. tests/e2e/test_parity.py turns each into REST requests and gRPC
+messages, sends them to one server process that serves both (tests/apps/parity.py), and checks that
 the gRPC code is the status's (`oip_asgi.grpc.STATUS_CODES`) and that both wires send the same message.
 
 An inference case runs in two pairs of forms: its elements as REST JSON ``data`` and as gRPC typed
@@ -11,9 +11,9 @@ contents ("typed"), and its bytes as REST binary tensors and as gRPC ``raw_input
 A pair is left out where a wire has no such form (FP16 has no typed contents, BF16 no JSON).
 
 What only one wire can say stays in that wire's tests: HTTP headers, JSON syntax and JSON value types,
-Content-Length and the binary extension's framing in tests/hostile_cases.py (which also writes
+Content-Length and the binary extension's framing in tests/rest/hostile_cases.py (which also writes
 docs/bad-input.md); protobuf framing, typed-contents fields, InferParameter choices and Triton's
-ModelReady answer for unknown models in tests/test_grpc.py.
+ModelReady answer for unknown models in tests/grpc/test_grpc.py.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ CASES: list[Case] = [
     _error("decoupled-on-infer", "a decoupled model on REST's /infer and gRPC's ModelInfer (Triton's 501, "
            "UNIMPLEMENTED)", "decoupled", 501, "doesn't support models with decoupled transaction policy", _F,
            differs=dict.fromkeys(PAIRS, "Triton names the endpoint: 'HTTP end point' on REST, 'ModelInfer RPC' on "
-                                 "gRPC (both in tests/test_streaming_e2e.py)")),
+                                 "gRPC (both in tests/e2e/test_streaming_e2e.py)")),
     _error("model-raises", "a model's own exception", "fails", 500, "model 'fails' raised ValueError: no luck", _F),
     _error("model-bad-request", "a model that refuses its input", "refuses", 400, "X must be positive", _F),
     _error("model-not-found", "a model that finds nothing", "gone", 404, "the lookup table has no such key", _F),
@@ -363,7 +363,8 @@ CASES: list[Case] = [
 ]  # fmt: skip
 
 
-# -- a case as a REST request (tests/test_parity.py also sends it over gRPC; tests/hostile_cases.py documents it) --
+# -- a case as a REST request (tests/e2e/test_parity.py also sends it over gRPC; tests/rest/hostile_cases.py
+# documents it) --
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,16 @@ raises, which atheris reports as a crash with the input saved.
 Run it from the repository root for a bounded time (only ``oip_asgi`` is instrumented; the words of a
 request in ``request.dict`` are passed as ``-dict`` unless one is given):
 
-    python tests/fuzz/fuzz_request.py tests/fuzz/corpus -max_total_time=60
+    python tests/rest/fuzz/fuzz_request.py tests/rest/fuzz/corpus -max_total_time=60
 
 libFuzzer adds every input that finds new coverage to the first corpus directory it is given, so for
 longer campaigns fuzz a copy and keep crash files out of the tree:
 
-    cp -r tests/fuzz/corpus /tmp/corpus
-    python tests/fuzz/fuzz_request.py /tmp/corpus -max_total_time=600 -artifact_prefix=/tmp/
+    cp -r tests/rest/fuzz/corpus /tmp/corpus
+    python tests/rest/fuzz/fuzz_request.py /tmp/corpus -max_total_time=600 -artifact_prefix=/tmp/
 
-Replay one input (prints what the app answered): ``python tests/fuzz/fuzz_request.py --show FILE``.
-Regenerate the seed corpus: ``python tests/fuzz/fuzz_request.py --write-seeds tests/fuzz/corpus``.
+Replay one input (prints what the app answered): ``python tests/rest/fuzz/fuzz_request.py --show FILE``.
+Regenerate the seed corpus: ``python tests/rest/fuzz/fuzz_request.py --write-seeds tests/rest/fuzz/corpus``.
 
 Input layout: a 13-byte prefix (`PREFIX`, fields below), three text fields whose lengths the prefix
 gives, then the request body. Inputs too short for the prefix are skipped.
@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # model, flags, options, header number, Content-Length delta, chunk size, and the three text lengths.
 PREFIX = struct.Struct("<BBBIbBBBB")
