@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ._servers import uvicorn
+from tests.support.servers import uvicorn
 
 
 @pytest.fixture(scope="session")

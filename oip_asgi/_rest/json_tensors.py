@@ -90,7 +90,7 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any] 
             # Converted as the ``data`` field of a struct, msgspec's error path starts at `$.data`.
             nested = msgspec.convert({"data": data}, _nested_type(datatype, depth)).data
         except msgspec.ValidationError as exc:
-            # An integer out of range in words gRPC's typed contents share (tests/parity_cases.py).
+            # An integer out of range in words gRPC's typed contents share (tests/support/parity_cases.py).
             outside = integer_out_of_range(name, datatype, data) if datatype in INTEGERS else None
             if outside is not None:
                 raise BadRequest(outside) from None

@@ -15,7 +15,7 @@ and the messages of the model repository extension (RepositoryIndex, RepositoryM
 RepositoryModelUnload), which oip-asgi does not serve yet: their calls answer UNIMPLEMENTED.
 
 Regenerate the Python modules beside this file with `python oip_asgi/grpc/_generate.py` (needs
-grpcio-tools and mypy-protobuf); tests/test_grpc_generated.py fails when they drift from it.
+grpcio-tools and mypy-protobuf); tests/grpc/test_grpc_generated.py fails when they drift from it.
 """
 
 import abc

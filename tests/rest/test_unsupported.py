@@ -1,0 +1,135 @@
+"""Triton's extensions this server does not offer (shared memory, trace settings, log settings) say so on both
+wires, with what to do instead: Triton's UNSUPPORTED, HTTP 501 and gRPC UNIMPLEMENTED (issue 30)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import httpx
+import pytest
+
+from oip_asgi import oip_app
+from oip_asgi.grpc._service import GROUPS, SERVICE, UNOFFERED
+from tests.apps.guard import models
+from tests.support.grpc import grpc_server
+
+# Triton's paths of each (its clients' calls, as tritonclient.http sends them), and what the answer must name.
+PATHS = [
+    ("GET", "/v2/systemsharedmemory/status", "system shared memory"),
+    ("GET", "/v2/systemsharedmemory/region/input0/status", "system shared memory"),
+    ("POST", "/v2/systemsharedmemory/region/input0/register", "system shared memory"),
+    ("POST", "/v2/systemsharedmemory/unregister", "system shared memory"),
+    ("GET", "/v2/cudasharedmemory/status", "CUDA shared memory"),
+    ("POST", "/v2/cudasharedmemory/region/output0/unregister", "CUDA shared memory"),
+    ("GET", "/v2/trace/setting", "trace extension"),
+    ("POST", "/v2/models/identity/trace/setting", "trace extension"),
+    ("GET", "/v2/logging", "logging extension"),
+    ("POST", "/v2/logging", "logging extension"),
+]
+# What each tells a client to do instead.
+INSTEAD = {
+    "system shared memory": "set_data_from_numpy(array, binary_data=True)",
+    "CUDA shared memory": "set_data_from_numpy(array, binary_data=True)",
+    "trace extension": "oip_app(tracing=True)",
+    "logging extension": "'oip_asgi' logger",
+}
+
+
+def request(app: object, method: str, path: str, headers: dict[str, str] | None = None) -> httpx.Response:
+    async def call() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://oip") as client:  # type: ignore[arg-type]
+            return await client.request(method, path, json={}, headers=headers)
+
+    return asyncio.run(call())
+
+
+@pytest.mark.parametrize(("method", "path", "what"), PATHS, ids=[f"{m} {p}" for m, p, _ in PATHS])
+def test_rest_says_the_extension_is_not_offered_and_what_instead(method: str, path: str, what: str) -> None:
+    response = request(oip_app(models), method, path.removeprefix("/v2"))
+    assert response.status_code == 501
+    message = response.json()["error"]
+    assert message.startswith(f"this server does not offer Triton's {what}")
+    assert INSTEAD[what] in message
+
+
+def test_rest_another_method_on_such_a_path_is_405() -> None:
+    response = request(oip_app(models), "DELETE", "/logging")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET, POST"
+
+
+@pytest.mark.parametrize("group", ["shared-memory", "trace", "logging"])
+def test_rest_such_paths_are_behind_their_restricted_group(group: str) -> None:
+    app = oip_app(models, restricted_apis=[f"{group}:admin-key=k"])
+    path = {"shared-memory": "/cudasharedmemory/status", "trace": "/trace/setting", "logging": "/logging"}[group]
+    assert request(app, "GET", path).status_code == 403
+    assert request(app, "GET", path, {"admin-key": "k"}).status_code == 501
+
+
+def test_grpc_answers_triton_s_rpcs_unimplemented_saying_what_instead() -> None:
+    assert set(UNOFFERED) == {
+        "SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
+        "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
+        "TraceSetting", "LogSettings",
+    }  # fmt: skip
+    with grpc_server(oip_app(models)) as address, grpc.insecure_channel(address) as channel:
+        for name, (group, _) in UNOFFERED.items():
+            with pytest.raises(grpc.RpcError) as refused:
+                channel.unary_unary(f"/{SERVICE}/{name}")(b"", timeout=10)
+            assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED, name
+            details = refused.value.details()
+            assert details is not None and details.startswith("this server does not offer Triton's"), name
+            what = {"shared-memory": "shared memory", "trace": "trace extension", "logging": "logging extension"}
+            assert what[group] in details, name
+            assert GROUPS[name] == group
+        with pytest.raises(grpc.RpcError) as unknown:  # an RPC Triton does not have either stays grpcio's
+            channel.unary_unary(f"/{SERVICE}/NoSuchCall")(b"", timeout=10)
+        assert unknown.value.details() == "Method not found!"
+
+
+def test_grpc_such_rpcs_are_behind_their_restricted_group() -> None:
+    with grpc_server(oip_app(models), restricted_protocols=["trace:k=v"]) as address:
+        with grpc.insecure_channel(address) as channel:
+            call = channel.unary_unary(f"/{SERVICE}/TraceSetting")
+            with pytest.raises(grpc.RpcError) as refused:
+                call(b"", timeout=10)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+            with pytest.raises(grpc.RpcError) as answered:
+                call(b"", metadata=[("triton-grpc-protocol-k", "v")], timeout=10)
+            assert answered.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+@pytest.mark.slow
+def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None:
+    """tritonclient's shared-memory, trace and log calls, over both wires, against `oip-asgi serve --http-port`."""
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    from tests.support.servers import HOST, free_port, serving
+
+    port, grpc_port = free_port(), free_port()
+    argv = ["-m", "oip_asgi", "serve", "tests.apps.guard:models", "--host", HOST, "--http-port", str(port)]
+    with serving([*argv, "--grpc-port", str(grpc_port), "--log-level", "warning"], port) as server:
+        http = httpclient.InferenceServerClient(server.address)
+        rpc = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
+        try:
+            calls = {
+                "system shared memory": [http.get_system_shared_memory_status, rpc.get_system_shared_memory_status],
+                "CUDA shared memory": [
+                    lambda: http.unregister_cuda_shared_memory("r"),
+                    rpc.get_cuda_shared_memory_status,
+                ],
+                "trace extension": [http.get_trace_settings, rpc.get_trace_settings],
+                "logging extension": [http.get_log_settings, rpc.get_log_settings],
+            }
+            for what, clients in calls.items():
+                for call in clients:
+                    with pytest.raises(InferenceServerException) as refused:
+                        call()
+                    assert f"this server does not offer Triton's {what}" in str(refused.value), what
+                    assert INSTEAD[what] in str(refused.value), what
+        finally:
+            http.close()
+            rpc.close()
