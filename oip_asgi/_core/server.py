@@ -38,6 +38,7 @@ from .._declarations.model_repository import ModelRepository
 from .._declarations.spec import TensorSpec
 from .._version import __version__
 from . import heap, life
+from .extensions import EXTENSIONS
 from .inference import OutputTensor, model_outputs
 from .logs import follow_the_host, show_unless_configured
 from .metadata import ModelMetadata, ServerMetadata, TensorMetadata
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("oip_asgi")
 access_logger = logging.getLogger("oip_asgi.access")
 
-EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "statistics"]
 DEFAULT_MAX_BODY_SIZE = 128 * 2**20
 CLIENT_LEFT = 499  # as nginx logs a client that went away
 

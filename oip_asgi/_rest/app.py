@@ -132,10 +132,12 @@ class OIPApp:
             Route(r"/repository/models/(?P<name>[^/]+)/load/?", {"POST": self._load_model}, "model-repository"),
             Route(r"/repository/models/(?P<name>[^/]+)/unload/?", {"POST": self._unload_model}, "model-repository"),
             # Triton's extensions this server does not offer: each says so, and what to do instead.
-            Route(r"/systemsharedmemory(?:/.*)?", _unsupported("shared-memory", "system"), "shared-memory"),
-            Route(r"/cudasharedmemory(?:/.*)?", _unsupported("shared-memory", "cuda"), "shared-memory"),
-            Route(r"(?:/models/[^/]+)?/trace/setting/?", _unsupported("trace"), "trace"),
-            Route(r"/logging/?", _unsupported("logging"), "logging"),
+            Route(
+                r"/systemsharedmemory(?:/.*)?", _unsupported("shared-memory", "system_shared_memory"), "shared-memory"
+            ),
+            Route(r"/cudasharedmemory(?:/.*)?", _unsupported("shared-memory", "cuda_shared_memory"), "shared-memory"),
+            Route(r"(?:/models/[^/]+)?/trace/setting/?", _unsupported("trace", "trace"), "trace"),
+            Route(r"/logging/?", _unsupported("logging", "logging"), "logging"),
         ]
 
     async def load(self) -> None:
@@ -431,11 +433,11 @@ class _RESTExchange:
         await self._stream.finish()
 
 
-def _unsupported(group: str, kind: str = "") -> dict[str, Endpoint]:
+def _unsupported(group: str, name: str) -> dict[str, Endpoint]:
     """The endpoints of an extension this server does not offer (Triton's GET and POST): each answers why not."""
 
     async def refuse(scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        raise unsupported(group, kind)
+        raise unsupported(group, name)
 
     return {"GET": refuse, "POST": refuse}
 
