@@ -1,6 +1,6 @@
 """The router under the HTTP wires (`_http/routing.py`): patterns, Starlette's matching (the first route
 that takes the method answers, else a 405 naming every method, else the 404 of the first table under the
-path), one error boundary, and tables mounted at prefixes.
+path), one error boundary, and tables mounted at prefixes, several under one.
 
 `tiny_wire` is docs/architecture.md's recipe for a new wire, followed: a route table on the router and
 an exchange for the core, and it answers health and inference.
@@ -18,13 +18,14 @@ import numpy as np
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from oip_asgi import Model, TensorSpec
+from oip_asgi import Model, TensorSpec, oip_app, openai_app
 from oip_asgi._core.inference import OutputTensor
 from oip_asgi._core.request import DecodedRequest
 from oip_asgi._core.server import ServerCore
 from oip_asgi._core.serving import ServedModel
 from oip_asgi._declarations.errors import BadRequest, NotFound, OIPError
 from oip_asgi._declarations.restricted import restrictions
+from oip_asgi._hosts.cli import Served
 from oip_asgi._http.lifespan import serve_lifespan
 from oip_asgi._http.routing import Route, Router, Table, compile_pattern, path_templates
 
@@ -156,6 +157,42 @@ async def test_an_endpoint_s_own_error_goes_through_the_one_boundary() -> None:
 
 
 # -- Several wires under one prefix ------------------------------------------------------------------------
+
+
+async def test_wires_mounted_under_one_prefix_each_answer_their_own_paths() -> None:
+    """OpenAI's table and the tiny one both at /v1, the protocol at /v2. A request goes to the first route
+    that takes its path and method, in mount order; the first table mounted at a prefix owns its 404s."""
+    oip = oip_app(MODELS)
+    both = Router([("/v2", oip), ("/v1", openai_app(oip)), ("/v1", tiny_table(oip.core))])
+    assert [prefix for prefix, _ in both.mounts] == ["/v2", "/v1", "/v1"]
+    listed = await call(both, "GET", "/v1/models")
+    assert [model["id"] for model in listed.json()["data"]] == ["double"]
+    # OpenAI's /models/{id} takes GET only: a POST below it is the tiny wire's inference.
+    assert (await call(both, "POST", "/v1/models/double/infer", json={"x": [3]})).json() == {"y": [6.0]}
+    assert (await call(both, "GET", "/v1/ready")).json() == {"ready": True}
+    assert (await call(both, "GET", "/v2/models/double")).json()["name"] == "double"
+    # A path neither table has: OpenAI's 404, as the first mounted at /v1.
+    nowhere = await call(both, "GET", "/v1/nowhere")
+    assert nowhere.status_code == 404
+    assert nowhere.json()["error"]["message"].startswith("Invalid URL (GET /v1/nowhere)")
+    # A path some route takes with other methods: 405, naming the methods of every route that takes it.
+    put = await call(both, "PUT", "/v1/models/double/infer")
+    assert (put.status_code, put.headers["allow"]) == (405, "GET, POST")
+    # Under no prefix: the fallback's 404 (the first table's, unless the router is given one).
+    outside = await call(both, "GET", "/v3")
+    assert outside.json() == {"error": "no such path '/v3'; see the Open Inference Protocol for the endpoints"}
+
+
+async def test_the_serve_command_composes_the_protocol_and_openai_by_prefix() -> None:
+    served = Served(oip_app(MODELS), openai=True)
+    assert [prefix for prefix, _ in served.mounts] == ["/v2", "/v1"]
+    assert (await call(served, "GET", "/v2/health/ready")).json() == {"ready": True}
+    assert [model["id"] for model in (await call(served, "GET", "/v1/models")).json()["data"]] == ["double"]
+    assert (await call(served, "GET", "/v1/nothing")).json()["error"]["message"].startswith("Invalid URL")
+    assert (await call(served, "GET", "/v2/nothing")).json()["error"].startswith("no such path '/v2/nothing'")
+    assert (await call(served, "GET", "/v20")).json() == {
+        "error": "no such path '/v20': this server serves the Open Inference Protocol at /v2 and OpenAI's API at /v1"
+    }
 
 
 async def test_a_prefix_holds_its_own_path_and_those_below_it_only() -> None:
