@@ -246,16 +246,19 @@ class OIPApp(Router):
         await self.core.unload_model(match.group("name"))
         await send_response(send, 200, [JSON], [b""])
 
-    async def _small_json(self, scope: Scope, receive: Receive, kind: type[Body]) -> Body:
-        """A control request's JSON body (an empty body is the defaults), within the JSON size limit."""
+    def _json_body(self, scope: Scope, receive: Receive) -> BodyReader:
+        """The reader of a request's JSON body, within the JSON size limit."""
         headers = headers_named(scope, _INFERENCE_HEADERS)
-        reader = BodyReader(
+        return BodyReader(
             receive,
             limit=self.max_json_size,
             content_length=_length_header(headers, b"content-length"),
             content_encoding=headers.get(b"content-encoding"),
         )
-        body = await reader.read_rest()
+
+    async def _small_json(self, scope: Scope, receive: Receive, kind: type[Body]) -> Body:
+        """A control request's JSON body (an empty body is the defaults), within the JSON size limit."""
+        body = await self._json_body(scope, receive).read_rest()
         if not bytes(body).strip():
             return kind()
         try:
@@ -279,14 +282,7 @@ class OIPApp(Router):
     def _answer_generate(
         self, scope: Scope, receive: Receive, send: Send, match: re.Match[str], *, streaming: bool
     ) -> Awaitable[None]:
-        headers = headers_named(scope, _INFERENCE_HEADERS)
-        reader = BodyReader(
-            receive,
-            limit=self.max_json_size,
-            content_length=_length_header(headers, b"content-length"),
-            content_encoding=headers.get(b"content-encoding"),
-        )
-        exchange = GenerateExchange(reader, receive, send, streaming=streaming)
+        exchange = GenerateExchange(self._json_body(scope, receive), receive, send, streaming=streaming)
         name, version = match.group("name", "version")
         # An error found before the model ran (or on /generate) is a JSON error body with its status.
         return answer_streamed(self.core, name, version, exchange, f"POST {scope.get('path')}")
