@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 import re
 import types
-from pathlib import Path as FilePath
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +16,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from oip_asgi import oip_app
-from oip_asgi._core.extensions import REGISTRY, Extension, Path
+from oip_asgi._core.extensions import REGISTRY, Extension, RestPath
 from oip_asgi._declarations.errors import NotFound
 from oip_asgi._http.routing import Router, Table, path_templates
 from oip_asgi._rest import app as rest_app
@@ -101,7 +101,7 @@ class AbortingContext:
         raise Aborted
 
 
-def test_server_metadata_lists_the_offered_entries(tmp_path: FilePath) -> None:
+def test_server_metadata_lists_the_offered_entries(tmp_path: Path) -> None:
     always = sorted(entry.name for entry in REGISTRY if entry.offered and entry.listed == "always")
     assert request(oip_app(MODELS), "GET", "").json()["extensions"] == always
     with_repository = sorted([*always, *(entry.name for entry in REGISTRY if entry.listed == "with a repository")])
@@ -131,7 +131,7 @@ def test_offering_an_extension_is_its_entry_and_its_handlers(monkeypatch: pytest
     logging = next(entry for entry in REGISTRY if entry.name == "logging")
     offered = dataclasses.replace(
         logging,
-        paths=(Path("/logging", "log_settings"), Path("/logging", "update_log_settings", ("POST",))),
+        paths=(RestPath("/logging", "log_settings"), RestPath("/logging", "update_log_settings", ("POST",))),
         not_offered="",
     )
     monkeypatch.setattr(rest_app, "REGISTRY", (offered,))

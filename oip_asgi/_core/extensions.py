@@ -24,7 +24,7 @@ _REFUSED = ("GET", "POST")
 
 
 @dataclass(frozen=True, slots=True)
-class Path:
+class RestPath:
     """A REST path (a pattern below the mount point: ``{name}`` one segment, ``{name:path}`` the rest,
     ``[...]`` optional), the methods it takes and the operation they call (its endpoint's name)."""
 
@@ -40,7 +40,7 @@ class Extension:
 
     name: str
     group: str
-    paths: tuple[Path, ...] = ()
+    paths: tuple[RestPath, ...] = ()
     rpcs: tuple[str, ...] = ()
     listed: Literal["always", "with a repository", "never"] = "always"
     not_offered: str = ""  # what a client is told instead, for an extension this server does not offer
@@ -64,28 +64,31 @@ REGISTRY = (
         "generate",
         "inference",
         paths=(
-            Path(MODEL + "/generate", "model_generate", ("POST",)),
-            Path(MODEL + "/generate_stream", "model_generate_stream", ("POST",)),
+            RestPath(MODEL + "/generate", "model_generate", ("POST",)),
+            RestPath(MODEL + "/generate_stream", "model_generate_stream", ("POST",)),
         ),
         listed="never",
     ),
     Extension(
-        "model_configuration", "model-config", paths=(Path(MODEL + "/config", "model_config"),), rpcs=("ModelConfig",)
+        "model_configuration",
+        "model-config",
+        paths=(RestPath(MODEL + "/config", "model_config"),),
+        rpcs=("ModelConfig",),
     ),
     Extension(
         "statistics",
         "statistics",
         # Every model's statistics; as in Triton, a model named "stats" has no metadata URL.
-        paths=(Path("/models/stats", "model_statistics"), Path(MODEL + "/stats", "model_statistics")),
+        paths=(RestPath("/models/stats", "model_statistics"), RestPath(MODEL + "/stats", "model_statistics")),
         rpcs=("ModelStatistics",),
     ),
     Extension(
         "model_repository",
         "model-repository",
         paths=(
-            Path("/repository/index", "repository_index", ("POST",)),
-            Path("/repository/models/{name}/load", "repository_model_load", ("POST",)),
-            Path("/repository/models/{name}/unload", "repository_model_unload", ("POST",)),
+            RestPath("/repository/index", "repository_index", ("POST",)),
+            RestPath("/repository/models/{name}/load", "repository_model_load", ("POST",)),
+            RestPath("/repository/models/{name}/unload", "repository_model_unload", ("POST",)),
         ),
         rpcs=("RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload"),
         listed="with a repository",
@@ -93,7 +96,7 @@ REGISTRY = (
     Extension(
         "system_shared_memory",
         "shared-memory",
-        paths=(Path("/systemsharedmemory[/{rest:path}]", methods=_REFUSED),),
+        paths=(RestPath("/systemsharedmemory[/{rest:path}]", methods=_REFUSED),),
         rpcs=("SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister"),
         not_offered="this server does not offer Triton's system shared memory extension (tensors in shared memory "
         f"regions registered with the server); {_SEND_IN_THE_BODY}",
@@ -101,7 +104,7 @@ REGISTRY = (
     Extension(
         "cuda_shared_memory",
         "shared-memory",
-        paths=(Path("/cudasharedmemory[/{rest:path}]", methods=_REFUSED),),
+        paths=(RestPath("/cudasharedmemory[/{rest:path}]", methods=_REFUSED),),
         rpcs=("CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister"),
         not_offered="this server does not offer Triton's CUDA shared memory extension (tensors in GPU memory "
         f"registered with the server); {_SEND_IN_THE_BODY}",
@@ -109,7 +112,7 @@ REGISTRY = (
     Extension(
         "trace",
         "trace",
-        paths=(Path("[/models/{name}]/trace/setting", methods=_REFUSED),),
+        paths=(RestPath("[/models/{name}]/trace/setting", methods=_REFUSED),),
         rpcs=("TraceSetting",),
         not_offered="this server does not offer Triton's trace extension (trace settings changed while it runs); "
         "trace model calls with OpenTelemetry instead: oip_app(tracing=True) makes a span of each "
@@ -118,7 +121,7 @@ REGISTRY = (
     Extension(
         "logging",
         "logging",
-        paths=(Path("/logging", methods=_REFUSED),),
+        paths=(RestPath("/logging", methods=_REFUSED),),
         rpcs=("LogSettings",),
         not_offered="this server does not offer Triton's logging extension (log settings changed while it runs); "
         "it logs through Python's logging, to the 'oip_asgi' logger: set its level where the app's logging "
