@@ -28,6 +28,7 @@ from oip_asgi._declarations.restricted import restrictions
 from oip_asgi._hosts.cli import Served
 from oip_asgi._http.lifespan import serve_lifespan
 from oip_asgi._http.routing import Route, Router, Table, compile_pattern, path_templates
+from oip_asgi._rest import app as rest_app
 
 pytestmark = pytest.mark.anyio
 
@@ -154,6 +155,20 @@ async def test_an_endpoint_s_own_error_goes_through_the_one_boundary() -> None:
     router = Router([("", Table([Route("/x", broken, "health")], core, send_error=tiny_error, not_found=NotFound))])
     answer = await call(router, "GET", "/x")
     assert answer.status_code == 500 and answer.json()["tiny_error"].startswith("internal server error")
+
+
+async def test_a_table_s_first_request_hook_runs_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The REST app's (its logging, its Starlette mount) included: the app is a Router with hooks of its own."""
+    followed: list[None] = []
+    monkeypatch.setattr(rest_app, "follow_the_host", lambda: followed.append(None))
+    app = oip_app(MODELS)
+    for _ in range(3):
+        assert (await call(app, "GET", "/health/live")).status_code == 200
+    seen: list[str] = []
+    router = Router([("", tiny_table(ServerCore(MODELS), first_request=lambda scope: seen.append(scope["path"])))])
+    for path in ("/ready", "/nowhere"):
+        await call(router, "GET", path)
+    assert (len(followed), seen) == (1, ["/ready"])
 
 
 # -- Several wires under one prefix ------------------------------------------------------------------------

@@ -152,7 +152,7 @@ class Router:
                 await self._lifespan_app(scope, receive, send)
             return  # websockets are not part of the protocols; refusing the handshake closes them
         if not self._seen_first:
-            self._first_request(scope)
+            self._before_first_request(scope)
         path = route_path(scope)
         table, route, match, prefix = self._match(path, scope["method"])
         if prefix:
@@ -208,7 +208,7 @@ class Router:
                         allowed += [method for method in route.methods if method not in allowed]
         return allowed
 
-    def _first_request(self, scope: Scope) -> None:
+    def _before_first_request(self, scope: Scope) -> None:
         self._seen_first = True
         for _, table in self.mounts:
             if table.first_request is not None:
