@@ -171,6 +171,16 @@ async def test_a_table_s_first_request_hook_runs_once(monkeypatch: pytest.Monkey
     assert (len(followed), seen) == (1, ["/ready"])
 
 
+async def test_an_app_s_table_keeps_the_rules_given_after_it_was_built() -> None:
+    """As the serve command gives --http-restricted-api's rules to an app built already."""
+    app = oip_app(MODELS)
+    app.restrictions = restrictions(["inference:key=k"])
+    assert (await call(app, "POST", "/models/double/infer", json={"x": [1]})).status_code == 403
+    both = Served(app, openai=True)
+    assert (await call(both, "POST", "/v2/models/double/infer", json={"x": [1]})).status_code == 403
+    assert (await call(both, "POST", "/v1/completions", json={"model": "double"})).status_code == 403
+
+
 # -- Several wires under one prefix ------------------------------------------------------------------------
 
 

@@ -40,7 +40,7 @@ class OpenAIApp(Router):
         self.core = core_of(app)
         # The groups the protocol's app restricts guard the same models here, unless told otherwise.
         inherited: Mapping[str, Restriction] = getattr(app, "restrictions", {})
-        self.restrictions = dict(inherited) if restricted_apis is None else restrictions(restricted_apis)
+        rules = dict(inherited) if restricted_apis is None else restrictions(restricted_apis)
         self.max_body_size = min(MAX_JSON_SIZE, self.core.max_body_size)
         self.created = int(time.time())  # a model's `created`: when this server began serving it, near enough
         # Triton's API groups, as its OpenAI frontend has them: listing models is the repository's.
@@ -51,10 +51,16 @@ class OpenAIApp(Router):
             Route("/models", self._models, "model-repository", name="models"),
             Route("/models/{id:path}", self._model, "model-repository", name="model"),
         ]
-        table = Table(
-            self.routes, self.core, send_error=send_error, not_found=_invalid_url, restrictions=self.restrictions
-        )
-        super().__init__([("", table)], lifespan=functools.partial(serve_lifespan, self.core))
+        self._table = Table(self.routes, self.core, send_error=send_error, not_found=_invalid_url, restrictions=rules)
+        super().__init__([("", self._table)], lifespan=functools.partial(serve_lifespan, self.core))
+
+    @property
+    def restrictions(self) -> Mapping[str, Restriction]:
+        return self._table.restrictions
+
+    @restrictions.setter
+    def restrictions(self, rules: Mapping[str, Restriction]) -> None:
+        self._table.restrictions = rules
 
     async def _models(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         control = self.core.control

@@ -85,7 +85,6 @@ class OIPApp(Router):
         restricted_apis: RestrictionsArgument = (),
         **options: Unpack[CoreOptions],
     ) -> None:
-        self.restrictions: dict[str, Restriction] = restrictions(restricted_apis)
         self.core = ServerCore({} if models is None else models, **options)
         self.max_json_size = min(max_json_size, self.core.max_body_size)
         self._seen_router = False  # the first request under a Starlette router has looked at how it mounts us
@@ -112,15 +111,24 @@ class OIPApp(Router):
             Route(MODEL, self._model_metadata, "metadata", name="model_metadata"),
         ]
         self._openapi = OpenAPI(self.core, self.routes)
-        table = Table(
+        self._table = Table(
             self.routes,
             self.core,
             send_error=send_error,
             not_found=_no_such_path,
-            restrictions=self.restrictions,
+            restrictions=restrictions(restricted_apis),
             first_request=self._first_request,
         )
-        super().__init__([("", table)], lifespan=functools.partial(serve_lifespan, self.core))
+        super().__init__([("", self._table)], lifespan=functools.partial(serve_lifespan, self.core))
+
+    @property
+    def restrictions(self) -> Mapping[str, Restriction]:
+        """Each restricted API group's rule (`restricted_apis`); the serve command sets them on an app built."""
+        return self._table.restrictions
+
+    @restrictions.setter
+    def restrictions(self, rules: Mapping[str, Restriction]) -> None:
+        self._table.restrictions = rules
 
     async def load(self) -> None:
         """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
