@@ -8,7 +8,6 @@ an exchange for the core, and it answers health and inference.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from typing import Any
@@ -26,8 +25,7 @@ from oip_asgi._core.serving import ServedModel
 from oip_asgi._declarations.errors import BadRequest, NotFound, OIPError
 from oip_asgi._declarations.restricted import restrictions
 from oip_asgi._hosts.cli import Served
-from oip_asgi._http.lifespan import serve_lifespan
-from oip_asgi._http.routing import Route, Router, Table, compile_pattern, path_templates
+from oip_asgi._http.routing import Route, Router, Table, WireApp, compile_pattern, path_templates
 from oip_asgi._rest import app as rest_app
 
 pytestmark = pytest.mark.anyio
@@ -105,8 +103,8 @@ def tiny_table(core: ServerCore, **options: Any) -> Table:
     )
 
 
-def tiny_wire(core: ServerCore, **options: Any) -> Router:
-    return Router([("", tiny_table(core, **options))], lifespan=functools.partial(serve_lifespan, core))
+def tiny_wire(core: ServerCore, **options: Any) -> WireApp:
+    return WireApp(tiny_table(core, **options))
 
 
 def double(x: np.ndarray) -> np.ndarray:

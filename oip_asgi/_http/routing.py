@@ -4,7 +4,8 @@ A `Route` is a path pattern below its table's mount point, the methods it takes,
 restricted API group it belongs to. A `Table` is a wire's routes and how that wire answers: the rules
 of its restricted groups, its error format, what it says of a path it has no route for, and the core
 whose `answer` turns an exception into what a client is told. A `Router` is the ASGI app over tables
-mounted at prefixes (a router mounted in another lends it its tables), matching as Starlette's does:
+mounted at prefixes (a router mounted in another lends it its tables; a wire's app is a `WireApp`, the
+router of its one table), matching as Starlette's does:
 
 - a request is offered to each table whose prefix holds its path, in the order they were mounted; the
   first route whose pattern matches and which takes the method answers (Starlette's ``Match.FULL``);
@@ -24,6 +25,7 @@ and a route takes its path with a trailing slash too unless built with ``trailin
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -35,6 +37,7 @@ from .._core.server import ServerCore
 from .._declarations.errors import ClientDisconnected, MethodNotAllowed, OIPError
 from .._declarations.restricted import Restriction
 from .headers import header
+from .lifespan import serve_lifespan
 from .paths import checked_prefix, is_under, mounted_scope, route_path
 
 # An endpoint may hand back the coroutine that answers (one coroutine frame fewer); what it returns is dropped.
@@ -213,3 +216,20 @@ class Router:
         for _, table in self.mounts:
             if table.first_request is not None:
                 table.first_request(scope)
+
+
+class WireApp(Router):
+    """A wire's app: a router over the wire's one table at the app's mount point, which serves the lifespan
+    of the table's core when it is the root app. Its `restrictions` are the table's (settable)."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+        super().__init__([("", table)], lifespan=functools.partial(serve_lifespan, table.core))
+
+    @property
+    def restrictions(self) -> Mapping[str, Restriction]:
+        return self._table.restrictions
+
+    @restrictions.setter
+    def restrictions(self, rules: Mapping[str, Restriction]) -> None:
+        self._table.restrictions = rules

@@ -7,7 +7,6 @@ as OpenAI's error object. A request names its model by its served name; the newe
 
 from __future__ import annotations
 
-import functools
 import re
 import time
 from collections.abc import Awaitable, Mapping
@@ -21,8 +20,7 @@ from .._core.statistics import RequestTimes
 from .._declarations.errors import NotFound
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .._http.disconnect import answer_streamed
-from .._http.lifespan import serve_lifespan
-from .._http.routing import Route, Router, Table
+from .._http.routing import Route, Table, WireApp
 from .errors import UnknownModel, UnknownPath
 from .exchange import EmbeddingExchange, TextExchange, embedding_convention
 from .http import read_body, send_body, send_error
@@ -33,7 +31,7 @@ from .texts import decoded
 MAX_JSON_SIZE = 32 * 2**20
 
 
-class OpenAIApp(Router):
+class OpenAIApp(WireApp):
     """OpenAI's API over the models an `OIPApp` (or a `ServerCore`) serves; see `openai_app`."""
 
     def __init__(self, app: HasCore | ServerCore, *, restricted_apis: RestrictionsArgument | None = None) -> None:
@@ -51,16 +49,9 @@ class OpenAIApp(Router):
             Route("/models", self._models, "model-repository", name="models"),
             Route("/models/{id:path}", self._model, "model-repository", name="model"),
         ]
-        self._table = Table(self.routes, self.core, send_error=send_error, not_found=_invalid_url, restrictions=rules)
-        super().__init__([("", self._table)], lifespan=functools.partial(serve_lifespan, self.core))
-
-    @property
-    def restrictions(self) -> Mapping[str, Restriction]:
-        return self._table.restrictions
-
-    @restrictions.setter
-    def restrictions(self, rules: Mapping[str, Restriction]) -> None:
-        self._table.restrictions = rules
+        super().__init__(
+            Table(self.routes, self.core, send_error=send_error, not_found=_invalid_url, restrictions=rules)
+        )
 
     async def _models(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         control = self.core.control

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import functools
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Mapping
@@ -25,11 +24,10 @@ from .._core.serving import ServedModel
 from .._core.unsupported import unsupported
 from .._declarations.errors import BadRequest, NotFound, quoted
 from .._declarations.model import ModelsArgument
-from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
+from .._declarations.restricted import RestrictionsArgument, restrictions
 from .._http.disconnect import answer_streamed
 from .._http.headers import headers_named
-from .._http.lifespan import serve_lifespan
-from .._http.routing import Endpoint, Route, Router, Table
+from .._http.routing import Endpoint, Route, Table, WireApp
 from .body import BodyReader
 from .generate_exchange import GenerateExchange
 from .openapi import OpenAPI
@@ -70,7 +68,7 @@ class AppOptions(CoreOptions, total=False):
     restricted_apis: RestrictionsArgument
 
 
-class OIPApp(Router):
+class OIPApp(WireApp):
     """An ASGI app serving models over the Open Inference Protocol, relative to where it is mounted.
 
     Its `core` (the models, their lifecycle, statistics and the inference path) is what the gRPC
@@ -111,7 +109,7 @@ class OIPApp(Router):
             Route(MODEL, self._model_metadata, "metadata", name="model_metadata"),
         ]
         self._openapi = OpenAPI(self.core, self.routes)
-        self._table = Table(
+        table = Table(
             self.routes,
             self.core,
             send_error=send_error,
@@ -119,16 +117,7 @@ class OIPApp(Router):
             restrictions=restrictions(restricted_apis),
             first_request=self._first_request,
         )
-        super().__init__([("", self._table)], lifespan=functools.partial(serve_lifespan, self.core))
-
-    @property
-    def restrictions(self) -> Mapping[str, Restriction]:
-        """Each restricted API group's rule (`restricted_apis`); the serve command sets them on an app built."""
-        return self._table.restrictions
-
-    @restrictions.setter
-    def restrictions(self, rules: Mapping[str, Restriction]) -> None:
-        self._table.restrictions = rules
+        super().__init__(table)
 
     async def load(self) -> None:
         """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
