@@ -26,6 +26,7 @@ from .._declarations.model import Model, ModelsArgument, checked_models, declare
 from .._declarations.model_repository import ModelRepository
 from .._version import __version__
 from . import heap, life
+from .extensions import EXTENSIONS
 from .logs import follow_the_host, show_unless_configured
 from .metadata import ModelMetadata, ServerMetadata, model_metadata
 from .model_config import model_config
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from .control import ModelControl
 
 
-EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "statistics"]
 DEFAULT_MAX_BODY_SIZE = 128 * 2**20
 CLIENT_LEFT = 499  # as nginx logs a client that went away
 

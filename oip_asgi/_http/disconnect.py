@@ -1,11 +1,19 @@
-"""Hearing the client leave while a streamed answer goes out, and cancelling the request it answers."""
+"""Hearing the client leave while a streamed answer goes out, cancelling the request it answers, and ending
+that request quietly."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from starlette.types import Receive
+
+from .._core.responding import Exchange
+from .._core.server import ServerCore
+from .._declarations.errors import ClientDisconnected, OIPError
+from .routing import SendFailed
+
+Response = TypeVar("Response")
 
 
 class DisconnectWatch:
@@ -31,3 +39,40 @@ class DisconnectWatch:
     def stop_watching(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
+
+
+class StreamedExchange(Exchange[Response], Protocol[Response]):
+    """An exchange whose answer streams while a `DisconnectWatch` listens for its client."""
+
+    left: bool
+
+    def stop_watching(self) -> None: ...
+
+    @property
+    def streams_errors(self) -> bool:
+        """Whether an error now goes into the answer (`error`), not as a response of its own."""
+
+    async def error(self, error: OIPError) -> None: ...
+
+
+async def answer_streamed(
+    core: ServerCore, name: str, version: str | None, exchange: StreamedExchange[Any], where: str
+) -> None:
+    """The streaming body's answer to `exchange`: the client's leaving ends the request here, and an error
+    goes into the answer once it streams (before that, the router's error boundary answers it)."""
+    try:
+        await core.infer(name, version, exchange, core.respond.streaming)
+    except asyncio.CancelledError:
+        if not exchange.left:
+            raise
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()  # our own cancellation, for a client that left: the request ends here
+    except (ClientDisconnected, SendFailed):
+        raise
+    except Exception as exc:
+        if not exchange.streams_errors:
+            raise
+        await exchange.error(core.client_error(exc, where))
+    finally:
+        exchange.stop_watching()

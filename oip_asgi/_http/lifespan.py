@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from starlette.types import Receive, Send
+from starlette.types import Receive, Scope, Send
 
 from .._core.server import ServerCore
 
 
-async def serve_lifespan(core: ServerCore, receive: Receive, send: Send) -> None:
+async def serve_lifespan(core: ServerCore, scope: Scope, receive: Receive, send: Send) -> None:
     message = await receive()
     if message["type"] != "lifespan.startup":
         return

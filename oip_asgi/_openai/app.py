@@ -7,11 +7,9 @@ as OpenAI's error object. A request names its model by its served name; the newe
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -20,73 +18,41 @@ from .._core.responding import Exchange
 from .._core.server import HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
 from .._core.statistics import RequestTimes
-from .._declarations.errors import ClientDisconnected, MethodNotAllowed, NotFound
+from .._declarations.errors import NotFound
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
-from .._http.lifespan import serve_lifespan
-from .._http.paths import route_path
+from .._http.disconnect import answer_streamed
+from .._http.routing import Route, Table, WireApp
 from .errors import UnknownModel, UnknownPath
 from .exchange import EmbeddingExchange, TextExchange, embedding_convention
-from .http import header, read_body, send_body, send_error
+from .http import read_body, send_body, send_error
 from .schemas import chat_decoder, completion_decoder, embedding_decoder, encoder
 from .texts import decoded
 
-Endpoint = Callable[[Scope, Receive, Send, "re.Match[str]"], Awaitable[None]]
 # A body larger than this is no chat: REST's bound on a JSON body, and no more than the core's bound.
 MAX_JSON_SIZE = 32 * 2**20
 
 
-class OpenAIApp:
+class OpenAIApp(WireApp):
     """OpenAI's API over the models an `OIPApp` (or a `ServerCore`) serves; see `openai_app`."""
 
     def __init__(self, app: HasCore | ServerCore, *, restricted_apis: RestrictionsArgument | None = None) -> None:
         self.core = core_of(app)
         # The groups the protocol's app restricts guard the same models here, unless told otherwise.
         inherited: Mapping[str, Restriction] = getattr(app, "restrictions", {})
-        self.restrictions = dict(inherited) if restricted_apis is None else restrictions(restricted_apis)
+        rules = dict(inherited) if restricted_apis is None else restrictions(restricted_apis)
         self.max_body_size = min(MAX_JSON_SIZE, self.core.max_body_size)
         self.created = int(time.time())  # a model's `created`: when this server began serving it, near enough
         # Triton's API groups, as its OpenAI frontend has them: listing models is the repository's.
-        self.routes: list[tuple[re.Pattern[str], dict[str, Endpoint], str]] = [
-            (re.compile(r"/chat/completions/?"), {"POST": self._chat}, "inference"),
-            (re.compile(r"/completions/?"), {"POST": self._completion}, "inference"),
-            (re.compile(r"/embeddings/?"), {"POST": self._embeddings}, "inference"),
-            (re.compile(r"/models/?"), {"GET": self._models}, "model-repository"),
-            (re.compile(r"/models/(?P<id>.+)"), {"GET": self._model}, "model-repository"),
+        self.routes = [
+            Route("/chat/completions", self._chat, "inference", methods=["POST"], name="chat"),
+            Route("/completions", self._completion, "inference", methods=["POST"], name="completion"),
+            Route("/embeddings", self._embeddings, "inference", methods=["POST"], name="embeddings"),
+            Route("/models", self._models, "model-repository", name="models"),
+            Route("/models/{id:path}", self._model, "model-repository", name="model"),
         ]
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await serve_lifespan(self.core, receive, send)
-            return
-        if scope["type"] != "http":
-            return
-        try:
-            await self._dispatch(scope, receive, send)
-        except ClientDisconnected:
-            pass
-        except Exception as exc:
-            error = self.core.client_error(exc, f"{scope.get('method')} {scope.get('path')}")
-            with contextlib.suppress(ClientDisconnected):
-                await send_error(send, error)
-
-    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = route_path(scope)
-        for pattern, methods, group in self.routes:
-            match = pattern.fullmatch(path)
-            if match is None:
-                continue
-            restriction = self.restrictions.get(group)
-            if restriction is not None and not restriction.allows(header(scope, restriction.header.encode("latin-1"))):
-                raise restriction.refusal()
-            endpoint = methods.get(scope["method"])
-            if endpoint is None:
-                allowed = ", ".join(methods)
-                raise MethodNotAllowed(f"method {scope['method']} is not allowed here; use {allowed}", allow=allowed)
-            await endpoint(scope, receive, send, match)
-            return
-        full = scope.get("root_path", "") + path
-        raise UnknownPath(f"Invalid URL ({scope['method']} {full}): this server answers /models, /completions, "
-                          "/chat/completions and /embeddings")  # fmt: skip
+        super().__init__(
+            Table(self.routes, self.core, send_error=send_error, not_found=_invalid_url, restrictions=rules)
+        )
 
     async def _models(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         control = self.core.control
@@ -111,36 +77,22 @@ class OpenAIApp:
     def _entry(self, name: str) -> dict[str, Any]:
         return {"id": name, "object": "model", "created": self.created, "owned_by": self.core.server_metadata.name}
 
-    async def _completion(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        await self._text(scope, receive, send, completion_decoder)
+    # Plain functions handing back the coroutine that answers: one coroutine frame fewer a request.
 
-    async def _chat(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        await self._text(scope, receive, send, chat_decoder)
+    def _completion(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> Awaitable[None]:
+        return self._text(scope, receive, send, completion_decoder)
+
+    def _chat(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> Awaitable[None]:
+        return self._text(scope, receive, send, chat_decoder)
 
     async def _text(self, scope: Scope, receive: Receive, send: Send, decoder: Any) -> None:
         body = await read_body(scope, receive, self.max_body_size)
         request = decoded(decoder, body)
         exchange = TextExchange(request, send, receive, received=len(body), created=int(time.time()))
-        core = self.core
         try:
-            await core.infer(request.model, None, exchange, core.respond.streaming)
-        except asyncio.CancelledError:
-            if not exchange.left:
-                raise
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()  # our own cancellation, for a client that left: the request ends here
-        except ClientDisconnected:
-            raise
-        except Exception as exc:
-            if not exchange.started:
-                if isinstance(exc, NotFound):
-                    raise self._not_found(exc, request.model) from None
-                raise  # nothing sent yet: the error object with its status
-            error = core.client_error(exc, f"POST {scope.get('path')}")
-            await exchange.error(error)
-        finally:
-            exchange.stop_watching()
+            await answer_streamed(self.core, request.model, None, exchange, f"POST {scope.get('path')}")
+        except NotFound as exc:  # raised before the stream started: the error object with its status
+            raise self._not_found(exc, request.model) from None
 
     async def _embeddings(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         body = await read_body(scope, receive, self.max_body_size)
@@ -156,6 +108,12 @@ class OpenAIApp:
         (the unary body's own refusal of a decoupled model would name no convention)."""
         embedding_convention(model)
         return await self.core.respond.once(model, exchange, times)
+
+
+def _invalid_url(scope: Scope, path: str) -> UnknownPath:
+    full = scope.get("root_path", "") + path
+    return UnknownPath(f"Invalid URL ({scope['method']} {full}): this server answers /models, /completions, "
+                       "/chat/completions and /embeddings")  # fmt: skip
 
 
 def openai_app(app: HasCore | ServerCore, *, restricted_apis: RestrictionsArgument | None = None) -> OpenAIApp:

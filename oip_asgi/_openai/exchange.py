@@ -165,6 +165,10 @@ class TextExchange(DisconnectWatch):
         await self._event(DONE)
         await end_events(self._send)
 
+    @property
+    def streams_errors(self) -> bool:
+        return self.started
+
     async def error(self, error: OIPError) -> None:
         """A failure after the stream started: an event holding OpenAI's error object, then the end."""
         await self._event(b"data: " + encoder.encode(error_object(error)) + b"\n\n")

@@ -12,17 +12,11 @@ from starlette.types import Receive, Scope, Send
 
 from .._declarations.errors import ClientDisconnected, OIPError, PayloadTooLarge, UnsupportedMediaType
 from .._http.events import EVENT_STREAM
+from .._http.headers import header, raw_headers
 from .errors import error_body
 
 JSON = (b"content-type", b"application/json")
 DONE = b"data: [DONE]\n\n"
-
-
-def header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key.lower() == name:
-            return bytes(value)
-    return None
 
 
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
@@ -56,8 +50,7 @@ async def send_body(send: Send, status: int, body: bytes, headers: list[tuple[by
 
 
 async def send_error(send: Send, error: OIPError) -> None:
-    headers = [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in error.headers.items()]
-    await send_body(send, error.status_code, error_body(error), headers)
+    await send_body(send, error.status_code, error_body(error), raw_headers(error.headers))
 
 
 async def start_events(send: Send, status: int = 200) -> None:

@@ -1,20 +1,21 @@
-"""The REST wire: an ASGI app that translates HTTP to the server core and back, by a table of routes."""
+"""The REST wire: an ASGI app that translates HTTP to the server core and back, by a table of routes on the
+HTTP wires' router (`_http/routing.py`): the protocol's own, and those of Triton's extensions, from their
+registry (`_core/extensions.py`)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from starlette.types import Receive, Scope, Send
 
+from .._core.extensions import MODEL, REGISTRY, Extension
 from .._core.load_request import load_arguments
 from .._core.logs import follow_the_host
 from .._core.request import DecodedRequest
@@ -22,14 +23,13 @@ from .._core.responding import Reply
 from .._core.server import CoreOptions, ServerCore
 from .._core.serving import ServedModel
 from .._core.unsupported import unsupported
-from .._declarations.errors import BadRequest, ClientDisconnected, MethodNotAllowed, NotFound, quoted
+from .._declarations.errors import BadRequest, NotFound, quoted
 from .._declarations.model import ModelsArgument
-from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
-from .._http.events import EVENT_STREAM as UTF8_EVENTS
-from .._http.lifespan import serve_lifespan
-from .._http.paths import route_path
+from .._declarations.restricted import RestrictionsArgument, restrictions
+from .._http.disconnect import answer_streamed
+from .._http.headers import headers_named
+from .._http.routing import Endpoint, Route, Table, WireApp
 from .body import BodyReader
-from .generate import error_event
 from .generate_exchange import GenerateExchange
 from .openapi import OpenAPI
 from .request import read_request
@@ -38,7 +38,6 @@ from .responses import (
     JSON,
     OCTET_STREAM,
     ResponseStream,
-    SendFailed,
     choose_encoding,
     event,
     inference_response,
@@ -55,33 +54,12 @@ logger = logging.getLogger("oip_asgi")
 
 DEFAULT_MAX_JSON_SIZE = 32 * 2**20
 
-# The request headers inference reads; one pass over the scope's list collects them.
+# The request headers inference reads; one pass over the scope's list collects them (`headers_named`).
 _INFERENCE_HEADERS = frozenset(
     [b"content-length", b"content-encoding", b"inference-header-content-length", b"accept-encoding"]
 )
 
 Body = TypeVar("Body", bound=msgspec.Struct)
-Endpoint = Callable[[Scope, Receive, Send, "re.Match[str]"], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """A path below the mount and the endpoint of each method it takes; any other method is a 405.
-
-    `group` is the path's API group in Triton's names, which a restricted API rule names.
-    """
-
-    path: re.Pattern[str]
-    methods: Mapping[str, Endpoint]
-    group: str
-
-    def __init__(self, path: str, methods: Mapping[str, Endpoint], group: str) -> None:
-        object.__setattr__(self, "path", re.compile(path))
-        object.__setattr__(self, "methods", methods)
-        object.__setattr__(self, "group", group)
-
-
-_MODEL = r"/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?"
 
 
 class AppOptions(CoreOptions, total=False):
@@ -91,7 +69,7 @@ class AppOptions(CoreOptions, total=False):
     restricted_apis: RestrictionsArgument
 
 
-class OIPApp:
+class OIPApp(WireApp):
     """An ASGI app serving models over the Open Inference Protocol, relative to where it is mounted.
 
     Its `core` (the models, their lifecycle, statistics and the inference path) is what the gRPC
@@ -106,38 +84,41 @@ class OIPApp:
         restricted_apis: RestrictionsArgument = (),
         **options: Unpack[CoreOptions],
     ) -> None:
-        self.restrictions: dict[str, Restriction] = restrictions(restricted_apis)
         self.core = ServerCore({} if models is None else models, **options)
         self.max_json_size = min(max_json_size, self.core.max_body_size)
-        self._openapi = OpenAPI(self.core)
         self._seen_router = False  # the first request under a Starlette router has looked at how it mounts us
-        self._served_once = False
-        # The most frequent request first: each route is one regular expression to try.
+        # Tried in order, the most frequent request first; a model's metadata last, as its pattern takes any
+        # /models/{name} (as in Triton, a model named "stats" has no metadata URL: that is every model's statistics).
         self.routes = [
-            Route(_MODEL + r"/infer/?", {"POST": self._infer}, "inference"),
-            # Triton's generate extension (a flat JSON object in and out; server-sent events for the stream).
-            Route(_MODEL + r"/generate/?", {"POST": self._generate}, "inference"),
-            Route(_MODEL + r"/generate_stream/?", {"POST": self._generate_stream}, "inference"),
-            Route(r"/?", {"GET": self._server_metadata}, "metadata"),
-            Route(r"/health/live/?", {"GET": self._live}, "health"),
-            Route(r"/health/ready/?", {"GET": self._ready}, "health"),
-            Route(r"/openapi\.json", {"GET": self._openapi_document}, "metadata"),
-            # Every model's statistics; as in Triton, a model named "stats" has no metadata URL.
-            Route(r"/models/stats/?", {"GET": self._statistics}, "statistics"),
-            Route(_MODEL + r"/stats/?", {"GET": self._statistics}, "statistics"),
-            Route(_MODEL + r"/ready/?", {"GET": self._model_ready}, "health"),
-            Route(_MODEL + r"/config/?", {"GET": self._model_config}, "model-config"),
-            Route(_MODEL + r"/?", {"GET": self._model_metadata}, "metadata"),
-            # The model repository extension.
-            Route(r"/repository/index/?", {"POST": self._repository_index}, "model-repository"),
-            Route(r"/repository/models/(?P<name>[^/]+)/load/?", {"POST": self._load_model}, "model-repository"),
-            Route(r"/repository/models/(?P<name>[^/]+)/unload/?", {"POST": self._unload_model}, "model-repository"),
-            # Triton's extensions this server does not offer: each says so, and what to do instead.
-            Route(r"/systemsharedmemory(?:/.*)?", _unsupported("shared-memory", "system"), "shared-memory"),
-            Route(r"/cudasharedmemory(?:/.*)?", _unsupported("shared-memory", "cuda"), "shared-memory"),
-            Route(r"(?:/models/[^/]+)?/trace/setting/?", _unsupported("trace"), "trace"),
-            Route(r"/logging/?", _unsupported("logging"), "logging"),
+            Route(MODEL + "/infer", self._infer, "inference", methods=["POST"], name="model_infer"),
+            Route("", self._server_metadata, "metadata", name="server_metadata"),
+            Route("/health/live", self._live, "health", name="server_live"),
+            Route("/health/ready", self._ready, "health", name="server_ready"),
+            Route("/openapi.json", self._openapi_document, "metadata", name="openapi", trailing_slash=False),
+            Route(MODEL + "/ready", self._model_ready, "health", name="model_ready"),
+            *extension_routes(
+                {
+                    "model_generate": self._generate,
+                    "model_generate_stream": self._generate_stream,
+                    "model_config": self._model_config,
+                    "model_statistics": self._statistics,
+                    "repository_index": self._repository_index,
+                    "repository_model_load": self._load_model,
+                    "repository_model_unload": self._unload_model,
+                }
+            ),
+            Route(MODEL, self._model_metadata, "metadata", name="model_metadata"),
         ]
+        self._openapi = OpenAPI(self.core, self.routes)
+        table = Table(
+            self.routes,
+            self.core,
+            send_error=send_error,
+            not_found=_no_such_path,
+            restrictions=restrictions(restricted_apis),
+            first_request=self._first_request,
+        )
+        super().__init__(table)
 
     async def load(self) -> None:
         """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
@@ -185,7 +166,6 @@ class OIPApp:
 
     def _first_request(self, scope: Scope) -> None:
         """What a host that ran none of our lifespans leaves to the first request: its logging, its mount."""
-        self._served_once = True
         follow_the_host()
         if not self._seen_router and "router" in scope:  # mounted in Starlette, without our lifespan
             self._first_under_router(scope["router"])
@@ -209,44 +189,6 @@ class OIPApp:
     @property
     def ready(self) -> bool:
         return self.core.ready
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await serve_lifespan(self.core, receive, send)
-            return
-        if scope["type"] != "http":
-            return  # websockets are not part of the protocol; refusing the handshake closes them
-        if not self._served_once:
-            self._first_request(scope)
-        try:
-            await self._dispatch(scope, receive, send)
-        except ClientDisconnected:
-            pass
-        except SendFailed as exc:  # the response may have started: only the log can tell
-            self.core.client_error(exc.__cause__ or exc, f"{scope.get('method')} {scope.get('path')}")
-        except Exception as exc:
-            error = self.core.client_error(exc, f"{scope.get('method')} {scope.get('path')}")
-            with contextlib.suppress(ClientDisconnected, SendFailed):
-                await send_error(send, error)
-
-    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = route_path(scope)
-        for route in self.routes:
-            match = route.path.fullmatch(path)
-            if match is not None:
-                restriction = self.restrictions.get(route.group)
-                if restriction is not None and not restriction.allows(_header(scope, restriction.header)):
-                    raise restriction.refusal()  # before the method: a restricted path tells nothing more
-                endpoint = route.methods.get(scope["method"])
-                if endpoint is None:
-                    allowed = ", ".join(route.methods)
-                    raise MethodNotAllowed(
-                        f"method {scope['method']} is not allowed here; use {allowed}", allow=allowed
-                    )
-                await endpoint(scope, receive, send, match)
-                return
-        full = scope.get("root_path", "") + path
-        raise NotFound(f"no such path {full!r}; see the Open Inference Protocol for the endpoints")
 
     async def _server_metadata(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
         await send_json(send, 200, self.core.server_metadata)
@@ -303,16 +245,19 @@ class OIPApp:
         await self.core.unload_model(match.group("name"))
         await send_response(send, 200, [JSON], [b""])
 
-    async def _small_json(self, scope: Scope, receive: Receive, kind: type[Body]) -> Body:
-        """A control request's JSON body (an empty body is the defaults), within the JSON size limit."""
-        headers = _body_headers(scope)
-        reader = BodyReader(
+    def _json_body(self, scope: Scope, receive: Receive) -> BodyReader:
+        """The reader of a request's JSON body, within the JSON size limit."""
+        headers = headers_named(scope, _INFERENCE_HEADERS)
+        return BodyReader(
             receive,
             limit=self.max_json_size,
             content_length=_length_header(headers, b"content-length"),
             content_encoding=headers.get(b"content-encoding"),
         )
-        body = await reader.read_rest()
+
+    async def _small_json(self, scope: Scope, receive: Receive, kind: type[Body]) -> Body:
+        """A control request's JSON body (an empty body is the defaults), within the JSON size limit."""
+        body = await self._json_body(scope, receive).read_rest()
         if not bytes(body).strip():
             return kind()
         try:
@@ -320,51 +265,26 @@ class OIPApp:
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise BadRequest(f"malformed request JSON: {exc}") from None
 
-    async def _infer(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+    # The endpoints that answer through the core are plain functions handing back its coroutine: one
+    # coroutine frame fewer a request.
+
+    def _infer(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> Awaitable[object]:
         name, version = match.group("name", "version")
-        await self.core.infer(name, version, _RESTExchange(self, scope, receive, send))
+        return self.core.infer(name, version, _RESTExchange(self, scope, receive, send))
 
-    async def _generate(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        await self._answer_generate(scope, receive, send, match, streaming=False)
+    def _generate(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> Awaitable[None]:
+        return self._answer_generate(scope, receive, send, match, streaming=False)
 
-    async def _generate_stream(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        await self._answer_generate(scope, receive, send, match, streaming=True)
+    def _generate_stream(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> Awaitable[None]:
+        return self._answer_generate(scope, receive, send, match, streaming=True)
 
-    async def _answer_generate(
+    def _answer_generate(
         self, scope: Scope, receive: Receive, send: Send, match: re.Match[str], *, streaming: bool
-    ) -> None:
-        headers = _body_headers(scope)
-        reader = BodyReader(
-            receive,
-            limit=self.max_json_size,
-            content_length=_length_header(headers, b"content-length"),
-            content_encoding=headers.get(b"content-encoding"),
-        )
-        exchange = GenerateExchange(reader, receive, send, streaming=streaming)
+    ) -> Awaitable[None]:
+        exchange = GenerateExchange(self._json_body(scope, receive), receive, send, streaming=streaming)
         name, version = match.group("name", "version")
-        try:
-            await self.core.infer(name, version, exchange, self.core.respond.streaming)
-        except asyncio.CancelledError:
-            if not exchange.left:
-                raise
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()  # our own cancellation, for a client that left: the request ends here
-        except (ClientDisconnected, SendFailed):
-            raise
-        except Exception as exc:
-            if not (streaming and exchange.decoded):
-                raise  # found before the model ran (or on /generate): a JSON error body with its status
-            # As Triton: an event holding the error, under the status it has when it is the first thing sent.
-            error = self.core.client_error(exc, f"POST {scope.get('path')}")
-            stream = exchange.stream
-            if stream is None:
-                stream = ResponseStream(send)
-                await stream.start(error.status_code, [UTF8_EVENTS[0], *_raw_headers(error.headers)])
-            await stream.send(error_event(error.message))
-            await stream.finish()
-        finally:
-            exchange.stop_watching()
+        # An error found before the model ran (or on /generate) is a JSON error body with its status.
+        return answer_streamed(self.core, name, version, exchange, f"POST {scope.get('path')}")
 
 
 class _RESTExchange:
@@ -376,7 +296,7 @@ class _RESTExchange:
 
     def __init__(self, app: OIPApp, scope: Scope, receive: Receive, send: Send) -> None:
         self._app = app
-        self._headers = _body_headers(scope)
+        self._headers = headers_named(scope, _INFERENCE_HEADERS)
         self._receive = receive
         self._send = send
         self._reader: BodyReader | None = None
@@ -427,35 +347,32 @@ class _RESTExchange:
         await self._stream.finish()
 
 
-def _unsupported(group: str, kind: str = "") -> dict[str, Endpoint]:
-    """The endpoints of an extension this server does not offer (Triton's GET and POST): each answers why not."""
+def extension_routes(endpoints: Mapping[str, Endpoint]) -> list[Route]:
+    """The routes of Triton's extensions, from their registry: an offered one's paths call the endpoints of
+    their operations, the paths of one not offered answer that it is not, and what to do instead."""
+    return [
+        Route(
+            path.pattern,
+            endpoints[path.operation] if extension.offered else _refusing(extension),
+            extension.group,
+            methods=path.methods,
+            name=path.operation or extension.name,
+        )
+        for extension in REGISTRY
+        for path in extension.paths
+    ]
 
+
+def _refusing(extension: Extension) -> Endpoint:
     async def refuse(scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        raise unsupported(group, kind)
+        raise unsupported(extension.group, extension.name)  # a new error each call: a raised one keeps its traceback
 
-    return {"GET": refuse, "POST": refuse}
-
-
-def _body_headers(scope: Scope) -> dict[bytes, str]:
-    """The request headers about its body (and the response's encoding), in one pass over the scope's list."""
-    headers: dict[bytes, str] = {}
-    for key, value in scope["headers"]:
-        key = key.lower()
-        if key in _INFERENCE_HEADERS and key not in headers:  # the first of repeated headers counts
-            headers[key] = value.decode("latin-1")
-    return headers
+    return refuse
 
 
-def _raw_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in headers.items()]
-
-
-def _header(scope: Scope, name: str) -> bytes | None:
-    wanted = name.encode("latin-1")
-    for key, value in scope["headers"]:
-        if key.lower() == wanted:
-            return bytes(value)
-    return None
+def _no_such_path(scope: Scope, path: str) -> NotFound:
+    full = scope.get("root_path", "") + path
+    return NotFound(f"no such path {full!r}; see the Open Inference Protocol for the endpoints")
 
 
 def _length_header(headers: dict[bytes, str], name: bytes) -> int | None:

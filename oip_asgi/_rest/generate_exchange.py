@@ -13,11 +13,12 @@ from starlette.types import Receive, Send
 from .._core.request import DecodedRequest
 from .._core.responding import Reply
 from .._core.serving import ServedModel
-from .._declarations.errors import ModelError
+from .._declarations.errors import ModelError, OIPError
 from .._http.disconnect import DisconnectWatch
 from .._http.events import EVENT_STREAM
+from .._http.headers import raw_headers
 from .body import BodyReader
-from .generate import ONE_RESPONSE, generate_request, generate_response
+from .generate import ONE_RESPONSE, error_event, generate_request, generate_response
 from .responses import JSON, ResponseStream, event, send_response
 
 
@@ -79,3 +80,17 @@ class GenerateExchange(DisconnectWatch):
         if self._kept is None:
             raise ModelError(ONE_RESPONSE)
         self.sent = await send_response(self._send, 200, [JSON], [self._kept])
+
+    @property
+    def streams_errors(self) -> bool:
+        """On /generate_stream, once the request was read and checked: a failure from there on is the model's."""
+        return self.streaming and self.decoded
+
+    async def error(self, error: OIPError) -> None:
+        """As Triton: an event holding the error, under the status it has when it is the first thing sent."""
+        stream = self.stream
+        if stream is None:
+            stream = ResponseStream(self._send)
+            await stream.start(error.status_code, [EVENT_STREAM[0], *raw_headers(error.headers)])
+        await stream.send(error_event(error.message))
+        await stream.finish()

@@ -1,11 +1,13 @@
-"""The OpenAPI 3.1 document of an app: every endpoint it serves, relative to where it is mounted.
+"""The OpenAPI 3.1 document of an app: the paths of its route table, relative to where it is mounted.
 
-Wire schemas are written by msgspec from the Structs in `_schemas`. The document is built once, on
-first request; only `servers` (the mount point, the request's root_path) changes per request.
+Each route whose operation is described here (by its name) is in the document, at each path its pattern
+stands for. Wire schemas are written by msgspec from the Structs in `_schemas`. The document is built
+once, on first request; only `servers` (the mount point, the request's root_path) changes per request.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -13,6 +15,7 @@ import msgspec
 from .._core.metadata import ModelMetadata, ServerMetadata
 from .._core.served import ServedModels
 from .._core.server import ServerCore
+from .._http.routing import Route, path_templates
 from .schemas import NESTED_REQUEST, InferenceResponse, encoder
 
 REF = "#/components/schemas/{name}"
@@ -138,43 +141,55 @@ def _parameter(name: str, values: list[str]) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": schema}
 
 
-def build_document(server: ServerMetadata, served: ServedModels) -> dict[str, Any]:
-    """The document without `servers`, which depends on the request."""
+# Each operation described, by its route's name: its path item (without parameters) from its operationId and
+# the errors its parameters add. Routes of other operations are served, and left out of the document.
+OPERATIONS: dict[str, Callable[[str, tuple[int, ...]], dict[str, Any]]] = {
+    "server_metadata": lambda operation, errors: _get(operation, "ServerMetadata", "Server metadata"),
+    "server_live": lambda operation, errors: _get(operation, "Live", "Live"),
+    "server_ready": lambda operation, errors: _get(operation, "Ready", "Every model is ready", not_ready=True),
+    "openapi": lambda operation, errors: {
+        "get": {"operationId": operation, "responses": {"200": {"description": "This document"}}}
+    },
+    "model_metadata": lambda operation, errors: _get(operation, "ModelMetadata", "Model metadata", *errors),
+    "model_ready": lambda operation, errors: _get(
+        operation, "ModelReady", "The model is ready", *errors, not_ready=True
+    ),
+    "model_infer": lambda operation, errors: _infer(operation),
+    "model_generate": lambda operation, errors: _generate(operation, False),
+    "model_generate_stream": lambda operation, errors: _generate(operation, True),
+}
+# A route's parameters, as the document names them.
+PARAMETERS = {"name": "model_name", "version": "model_version"}
+
+
+def build_document(server: ServerMetadata, served: ServedModels, routes: Sequence[Route]) -> dict[str, Any]:
+    """The document of `routes` without `servers`, which depends on the request."""
     _, components = msgspec.json.schema_components(
         [NESTED_REQUEST, InferenceResponse, ModelMetadata, ServerMetadata, Error, Live, Ready, ModelReady],
         ref_template=REF,
     )
     names = served.names()
-    versions = sorted({version for name in names for version in served.versions(name)})
-    paths: dict[str, Any] = {
-        "/": _get("server_metadata", "ServerMetadata", "Server metadata"),
-        "/health/live": _get("server_live", "Live", "Live"),
-        "/health/ready": _get("server_ready", "Ready", "Every model is ready", not_ready=True),
-        "/openapi.json": {"get": {"operationId": "openapi", "responses": {"200": {"description": "This document"}}}},
+    values = {
+        "model_name": names,
+        "model_version": sorted({version for name in names for version in served.versions(name)}),
     }
-    for prefix, suffix, parameters, errors in (
-        ("/models/{model_name}", "", [_parameter("model_name", names)], (404,)),
-        (
-            "/models/{model_name}/versions/{model_version}",
-            "_version",
-            [_parameter("model_name", names), _parameter("model_version", versions)],
-            (400, 404),  # 400: a version that is not an integer, of a model whose versions all are
-        ),
-    ):
-        paths[prefix] = {
-            "parameters": parameters,
-            **_get(f"model{suffix}_metadata", "ModelMetadata", "Model metadata", *errors),
-        }
-        paths[f"{prefix}/ready"] = {
-            "parameters": parameters,
-            **_get(f"model{suffix}_ready", "ModelReady", "The model is ready", *errors, not_ready=True),
-        }
-        paths[f"{prefix}/infer"] = {"parameters": parameters, **_infer(f"model{suffix}_infer")}
-        paths[f"{prefix}/generate"] = {"parameters": parameters, **_generate(f"model{suffix}_generate", False)}
-        paths[f"{prefix}/generate_stream"] = {
-            "parameters": parameters,
-            **_generate(f"model{suffix}_generate_stream", True),
-        }
+    paths: dict[str, Any] = {}
+    for route in routes:
+        describe = OPERATIONS.get(route.name)
+        if describe is None:
+            continue
+        for template in path_templates(route.pattern):
+            for name, documented in PARAMETERS.items():
+                template = template.replace(f"{{{name}}}", f"{{{documented}}}")
+            errors: tuple[int, ...]
+            if "{model_version}" in template:
+                # 400: a version that is not an integer, of a model whose versions all are
+                operation, errors = route.name.replace("model_", "model_version_", 1), (400, 404)
+            else:
+                operation, errors = route.name, (404,) if "{model_name}" in template else ()
+            item = describe(operation, errors)
+            parameters = [_parameter(name, values[name]) for name in values if f"{{{name}}}" in template]
+            paths[template] = {"parameters": parameters, **item} if parameters else item
     return {
         "openapi": "3.1.0",
         "info": {
@@ -192,15 +207,16 @@ class OpenAPI:
     """Serves the document of one app: built on first use and when its models change, then only
     `servers` is written per request."""
 
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(self, core: ServerCore, routes: Sequence[Route]) -> None:
         self._core = core
+        self._routes = routes
         self._rest = b""
         self._generation = -1  # of the served models the document was built from
 
     def render(self, root_path: str) -> bytes:
         served = self._core.served
         if self._generation != served.generation:
-            self._rest = encoder.encode(build_document(self._core.server_metadata, served))
+            self._rest = encoder.encode(build_document(self._core.server_metadata, served, self._routes))
             self._generation = served.generation
         servers = encoder.encode([{"url": root_path or "/"}])
         return b'{"servers":' + servers + b"," + self._rest[1:]

@@ -18,6 +18,7 @@ from .._core.request import DecodedRequest
 from .._core.serving import ServedModel
 from .._core.tensors import binary_chunks
 from .._declarations.errors import ClientDisconnected, OIPError
+from .._http.routing import SendFailed as SendFailed  # raised here, caught at the router's boundary
 from .json_tensors import json_data
 from .schemas import InferenceResponse, ResponseOutput, encoder
 
@@ -32,11 +33,6 @@ def render_error(error: OIPError) -> tuple[list[tuple[str, str]], bytes]:
     """The headers (Content-Type and Content-Length included) and body of `error`, for any server."""
     body = encoder.encode({"error": error.message})
     return [("content-type", "application/json"), *error.headers.items(), ("content-length", str(len(body)))], body
-
-
-class SendFailed(Exception):
-    """Sending a response failed for another reason than a client that left: it may have started,
-    so nothing more can be sent to this client (the cause is the server's to log)."""
 
 
 async def send_response(

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, NoReturn, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
+from .._core.extensions import REGISTRY
 from .._core.load_request import load_arguments
 from .._core.request import DecodedRequest
 from .._core.responding import Reply
@@ -37,22 +38,19 @@ _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
 FINAL = "triton_final_response"
 EMPTY_FINAL = "triton_enable_empty_final_response"
 
-# Triton's RPCs of the extensions this server does not offer: each one's group, and which of the group's.
+# Triton's RPCs of the extensions this server does not offer: each one's group, and its extension's name.
 UNOFFERED = {
-    **{f"SystemSharedMemory{call}": ("shared-memory", "system") for call in ("Status", "Register", "Unregister")},
-    **{f"CudaSharedMemory{call}": ("shared-memory", "cuda") for call in ("Status", "Register", "Unregister")},
-    "TraceSetting": ("trace", ""),
-    "LogSettings": ("logging", ""),
+    name: (extension.group, extension.name)
+    for extension in REGISTRY
+    if not extension.offered
+    for name in extension.rpcs
 }
-# Each RPC's group, as Triton's --grpc-restricted-protocol names them.
+# Each RPC's group, as Triton's --grpc-restricted-protocol names them: the protocol's own, then its extensions'.
 GROUPS = {
     **dict.fromkeys(("ServerLive", "ServerReady", "ModelReady"), "health"),
     **dict.fromkeys(("ServerMetadata", "ModelMetadata"), "metadata"),
     **dict.fromkeys(("ModelInfer", "ModelStreamInfer"), "inference"),
-    "ModelStatistics": "statistics",
-    "ModelConfig": "model-config",
-    **dict.fromkeys(("RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload"), "model-repository"),
-    **{name: group for name, (group, _) in UNOFFERED.items()},
+    **{name: extension.group for extension in REGISTRY for name in extension.rpcs},
 }
 
 # An HTTP status, as the gRPC status that means the same (and that Triton sends for it).
@@ -285,7 +283,7 @@ class InferenceService:
             "RepositoryModelLoad": parsed(pb.RepositoryModelLoadRequest, self.repository_model_load),
             "RepositoryModelUnload": parsed(pb.RepositoryModelUnloadRequest, self.repository_model_unload),
             # Triton's RPCs of extensions this server does not offer: UNIMPLEMENTED saying so, and what instead.
-            **{name: _refusing(group, kind) for name, (group, kind) in UNOFFERED.items()},
+            **{name: _refusing(group, extension) for name, (group, extension) in UNOFFERED.items()},
         }
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, method)) for name, method in unary.items()

@@ -12,7 +12,7 @@ from typing import Any
 from starlette.types import Message, Receive, Scope, Send
 
 from ..._declarations.errors import NotFound
-from ..._http.paths import mounted_scope, route_path
+from ..._http.routing import Router, Table
 from ..._openai.app import OpenAIApp
 from ..._rest.app import OIPApp
 from ..._rest.responses import send_error
@@ -25,14 +25,15 @@ OPENAI_PREFIX = "/v1"
 logger = logging.getLogger("uvicorn.error")  # the server's own log, where uvicorn says where it listens
 
 
-class Served:
+class Served(Router):
     """`app` at /v2 of a whole server, and what starts and stops with it: gRPC, a metrics port.
 
     `metrics` is (host, first port, ports to try): a worker takes the first port of the range it
     can bind, so N workers started on one range each get their own. `grpc` is the gRPC server's
     restricted protocols and TLS files, as `security.checked` gives them. `openai` serves OpenAI's API
     over the same models at /v1, under the same restricted API rules. `url` is where uvicorn serves it
-    (``http://127.0.0.1:8000``): the startup's log line tells what is served where.
+    (``http://127.0.0.1:8000``): the startup's log line tells what is served where. A path under neither
+    prefix is a 404 in the protocol's format, saying what is served where.
     """
 
     def __init__(
@@ -51,26 +52,17 @@ class Served:
         self.metrics = metrics
         self.grpc = grpc or {}
         self.url = url
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self._lifespan(scope, receive, send)
-            return
-        if scope["type"] != "http":
-            return  # websockets are not part of the protocol
-        mounted = mounted_scope(scope, PREFIX)
-        if mounted is not None:
-            await self.app(mounted, receive, send)
-            return
+        mounts: list[tuple[str, Router]] = [(PREFIX, app)]
         if self.openai is not None:
-            mounted = mounted_scope(scope, OPENAI_PREFIX)
-            if mounted is not None:
-                await self.openai(mounted, receive, send)
-                return
-        message = f"no such path {route_path(scope)!r}: this server serves the Open Inference Protocol at {PREFIX}"
+            mounts.append((OPENAI_PREFIX, self.openai))
+        elsewhere = Table((), app.core, send_error=send_error, not_found=self._not_served)
+        super().__init__(mounts, lifespan=self._lifespan, fallback=elsewhere)
+
+    def _not_served(self, scope: Scope, path: str) -> NotFound:
+        message = f"no such path {path!r}: this server serves the Open Inference Protocol at {PREFIX}"
         if self.openai is not None:
             message += f" and OpenAI's API at {OPENAI_PREFIX}"
-        await send_error(send, NotFound(message))
+        return NotFound(message)
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with AsyncExitStack() as companions:

@@ -1,0 +1,133 @@
+"""Triton's extensions, one entry each: what each one is on every wire, written once.
+
+An entry names the extension as server metadata lists it, the restricted API group its endpoints
+belong to (Triton's ``--http-restricted-api`` and ``--grpc-restricted-protocol`` names), its REST paths
+below the mount point (``/v2``) with the operation each method calls, and its gRPC RPCs. One this
+server does not offer carries what a client is told instead: its paths and RPCs answer that (HTTP 501,
+gRPC UNIMPLEMENTED; `unsupported.py`). REST's route table and its OpenAPI document, gRPC's groups and
+refusals, and server metadata's list are built from here.
+
+To offer one, give its entry the paths and RPCs it serves, each path naming its operation, drop its
+`not_offered`, and write the REST endpoints (by operation) and gRPC handlers (by RPC) that answer
+them (docs/architecture.md, "A new Triton extension").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# A model's paths: the unversioned name means the newest version.
+MODEL = "/models/{name}[/versions/{version}]"
+# What a client of an extension that is not offered can call: Triton's GET and POST, on any path below it.
+_REFUSED = ("GET", "POST")
+
+
+@dataclass(frozen=True, slots=True)
+class RestPath:
+    """A REST path (a pattern below the mount point: ``{name}`` one segment, ``{name:path}`` the rest,
+    ``[...]`` optional), the methods it takes and the operation they call (its endpoint's name)."""
+
+    pattern: str
+    operation: str = ""
+    methods: tuple[str, ...] = ("GET",)
+
+
+@dataclass(frozen=True, slots=True)
+class Extension:
+    """One of Triton's extensions, on every wire. `listed`: whether server metadata lists it, when offered
+    (``"with a repository"``: where the app serves a model repository, as `ServerCore` decides)."""
+
+    name: str
+    group: str
+    paths: tuple[RestPath, ...] = ()
+    rpcs: tuple[str, ...] = ()
+    listed: Literal["always", "with a repository", "never"] = "always"
+    not_offered: str = ""  # what a client is told instead, for an extension this server does not offer
+
+    @property
+    def offered(self) -> bool:
+        return not self.not_offered
+
+
+_SEND_IN_THE_BODY = (
+    "send the tensors in the request instead: as binary data after the JSON (REST's binary tensor data "
+    "extension; tritonclient: set_data_from_numpy(array, binary_data=True)) or in raw_input_contents (gRPC)"
+)
+
+REGISTRY = (
+    # Parts of inference, with no endpoints of their own.
+    Extension("binary_tensor_data", "inference"),
+    Extension("classification", "inference"),
+    # A flat JSON object in and out, REST only; server-sent events for the stream. Triton does not list it.
+    Extension(
+        "generate",
+        "inference",
+        paths=(
+            RestPath(MODEL + "/generate", "model_generate", ("POST",)),
+            RestPath(MODEL + "/generate_stream", "model_generate_stream", ("POST",)),
+        ),
+        listed="never",
+    ),
+    Extension(
+        "model_configuration",
+        "model-config",
+        paths=(RestPath(MODEL + "/config", "model_config"),),
+        rpcs=("ModelConfig",),
+    ),
+    Extension(
+        "statistics",
+        "statistics",
+        # Every model's statistics; as in Triton, a model named "stats" has no metadata URL.
+        paths=(RestPath("/models/stats", "model_statistics"), RestPath(MODEL + "/stats", "model_statistics")),
+        rpcs=("ModelStatistics",),
+    ),
+    Extension(
+        "model_repository",
+        "model-repository",
+        paths=(
+            RestPath("/repository/index", "repository_index", ("POST",)),
+            RestPath("/repository/models/{name}/load", "repository_model_load", ("POST",)),
+            RestPath("/repository/models/{name}/unload", "repository_model_unload", ("POST",)),
+        ),
+        rpcs=("RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload"),
+        listed="with a repository",
+    ),
+    Extension(
+        "system_shared_memory",
+        "shared-memory",
+        paths=(RestPath("/systemsharedmemory[/{rest:path}]", methods=_REFUSED),),
+        rpcs=("SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister"),
+        not_offered="this server does not offer Triton's system shared memory extension (tensors in shared memory "
+        f"regions registered with the server); {_SEND_IN_THE_BODY}",
+    ),
+    Extension(
+        "cuda_shared_memory",
+        "shared-memory",
+        paths=(RestPath("/cudasharedmemory[/{rest:path}]", methods=_REFUSED),),
+        rpcs=("CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister"),
+        not_offered="this server does not offer Triton's CUDA shared memory extension (tensors in GPU memory "
+        f"registered with the server); {_SEND_IN_THE_BODY}",
+    ),
+    Extension(
+        "trace",
+        "trace",
+        paths=(RestPath("[/models/{name}]/trace/setting", methods=_REFUSED),),
+        rpcs=("TraceSetting",),
+        not_offered="this server does not offer Triton's trace extension (trace settings changed while it runs); "
+        "trace model calls with OpenTelemetry instead: oip_app(tracing=True) makes a span of each "
+        "(docs/observability.md)",
+    ),
+    Extension(
+        "logging",
+        "logging",
+        paths=(RestPath("/logging", methods=_REFUSED),),
+        rpcs=("LogSettings",),
+        not_offered="this server does not offer Triton's logging extension (log settings changed while it runs); "
+        "it logs through Python's logging, to the 'oip_asgi' logger: set its level where the app's logging "
+        "is configured (oip-asgi serve --log-level)",
+    ),
+)
+
+# The extensions every app's server metadata lists (model_repository joins them where a repository is served).
+EXTENSIONS = sorted(extension.name for extension in REGISTRY if extension.offered and extension.listed == "always")
