@@ -16,11 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .workers import Escaped, WorkerPool
-
-_Call = tuple[
-    asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], tuple[Any, ...]
-]
+from .workers import Job, WorkerPool, called, hand_back
 
 
 class Lanes:
@@ -29,7 +25,7 @@ class Lanes:
     def __init__(self, pool: WorkerPool, count: int) -> None:
         self.pool = pool
         self.count = count
-        self._queue: collections.deque[_Call] = collections.deque()
+        self._queue: collections.deque[Job] = collections.deque()
         self._lock = threading.Lock()
         self._running = 0  # lanes started and not ended
 
@@ -54,22 +50,4 @@ class Lanes:
                 loop, future, context, function, args = self._queue.popleft()
             if future.cancelled():  # the client left before its turn: nothing to run
                 continue
-            try:
-                result, error = context.run(function, *args), None
-            except Exception as exc:
-                result, error = None, exc
-            except BaseException as exc:  # SystemExit from argparse, say: the call's failure, not the lane's
-                result, error = None, Escaped(exc)
-            try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
-            except RuntimeError:  # the loop has closed: nobody is waiting
-                pass
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is None:
-        future.set_result(result)
-    else:
-        future.set_exception(error)
+            hand_back(loop, future, *called(context, function, args))

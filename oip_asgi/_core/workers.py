@@ -37,7 +37,8 @@ class Escaped(Exception):
         self.exception = exception
 
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], tuple[Any, ...]]
+# A call handed to a thread: the loop and future its caller waits on, its context, the function, its arguments.
+Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 
 
 class WorkerPool:
@@ -50,7 +51,7 @@ class WorkerPool:
         os.register_at_fork(after_in_child=functools.partial(_reset_after_fork, weakref.ref(self)))
 
     def _reset(self) -> None:
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
@@ -95,19 +96,14 @@ class WorkerPool:
             self._jobs = queue.SimpleQueue()
             self._threads = self._idle = 0
 
-    def _work(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
+    def _work(self, jobs: queue.SimpleQueue[Job | None]) -> None:
         # `jobs` is this thread's queue, even once shutdown has given the pool a new one.
         while True:
             job = jobs.get()
             if job is None:
                 return
             loop, future, context, function, args = job
-            try:
-                result, error = context.run(function, *args), None
-            except Exception as exc:
-                result, error = None, exc
-            except BaseException as exc:  # SystemExit from argparse, say: the call's failure, not the thread's
-                result, error = None, Escaped(exc)
+            result, error = called(context, function, args)
             with self._lock:
                 # Idle before the caller hears back, so that its next call finds this thread. With a
                 # backlog it is counted early, which only keeps a pool at its limit from starting
@@ -115,10 +111,7 @@ class WorkerPool:
                 # longer the pool's: it drains its queue and ends.
                 if jobs is self._jobs:
                     self._idle = min(self._idle + 1, self._threads)
-            try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
-            except RuntimeError:  # the loop has closed: nobody is waiting
-                pass
+            hand_back(loop, future, result, error)
             del job, future, result, error, function, args  # hold nothing between jobs
 
 
@@ -126,6 +119,24 @@ def _reset_after_fork(pool: weakref.ref[WorkerPool]) -> None:
     alive = pool()
     if alive is not None:
         alive._reset()
+
+
+def called(context: contextvars.Context, function: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, Any]:
+    """`function(*args)` run in `context`, on a thread: its result, or the error its caller gets instead."""
+    try:
+        return context.run(function, *args), None
+    except Exception as exc:
+        return None, exc
+    except BaseException as exc:  # SystemExit from argparse, say: the call's failure, not the thread's
+        return None, Escaped(exc)
+
+
+def hand_back(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, error: Any) -> None:
+    """Settle `future` with the call's outcome on its loop, from the thread that ran it."""
+    try:
+        loop.call_soon_threadsafe(_settle, future, result, error)
+    except RuntimeError:  # the loop has closed: nobody is waiting
+        pass
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

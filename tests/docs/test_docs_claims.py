@@ -424,3 +424,15 @@ def test_the_python_backend_pages_recipes_use_only_what_its_install_line_brings_
     assert [line for line in failing_imports(statements, installed, path) if "starlette.testclient" in line]
     assert "pytest" in named - installed  # the pytest recipe is a test, which pytest runs; no extra brings it
     assert "requests" in named  # Triton's own custom_metrics client's, which this repository does not hold
+
+
+def test_the_architecture_page_names_every_module_of_the_package() -> None:
+    # A module a contributor cannot find on the page that lays the package out is a job without a home there.
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    generated = ("inference_pb2.py", "inference_pb2_grpc.py")
+    modules = sorted(
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "oip_asgi").rglob("*.py")
+        if path.name != "__init__.py" and path.name not in generated
+    )
+    assert modules and [module for module in modules if Path(module).name not in page] == []
