@@ -93,6 +93,8 @@ REGISTRY = (
         rpcs=("RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload"),
         listed="with a repository",
     ),
+    # The unload's parameter that unloads the models loaded along with an ensemble too: Triton lists it apart.
+    Extension("model_repository(unload_dependents)", "model-repository", listed="with a repository"),
     Extension(
         "system_shared_memory",
         "shared-memory",
@@ -129,5 +131,6 @@ REGISTRY = (
     ),
 )
 
-# The extensions every app's server metadata lists (model_repository joins them where a repository is served).
+# The extensions every app's server metadata lists, and those that join them where a repository is served.
 EXTENSIONS = sorted(extension.name for extension in REGISTRY if extension.offered and extension.listed == "always")
+WITH_A_REPOSITORY = [e.name for e in REGISTRY if e.offered and e.listed == "with a repository"]

@@ -26,7 +26,7 @@ from .._declarations.model import Model, ModelsArgument, checked_models, declare
 from .._declarations.model_repository import ModelRepository
 from .._version import __version__
 from . import heap, life
-from .extensions import EXTENSIONS
+from .extensions import EXTENSIONS, WITH_A_REPOSITORY
 from .logs import follow_the_host, show_unless_configured
 from .metadata import ModelMetadata, ServerMetadata, model_metadata
 from .model_config import model_config
@@ -121,7 +121,7 @@ class ServerCore:
                 load_switch_interval=load_switch_interval,
                 python_host=TritonHost(self, registry),
             )
-        extensions = sorted([*EXTENSIONS, "model_repository"]) if self.control is not None else list(EXTENSIONS)
+        extensions = sorted([*EXTENSIONS, *WITH_A_REPOSITORY]) if self.control is not None else list(EXTENSIONS)
         self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
         self.respond = Responder(tracer() if tracing else None)  # the bodies: `respond.once`, `respond.streaming`
         self._loading: asyncio.Task[None] | None = None
@@ -281,8 +281,9 @@ class ServerCore:
         """Triton's load: `config` (ModelConfig JSON) and `files` (its paths' bytes); see `load_request.py`."""
         await self._model_control().load(name, config=config, files=files)
 
-    async def unload_model(self, name: str) -> None:
-        await self._model_control().unload(name)
+    async def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:
+        """Triton's unload; `unload_dependents` unloads the models only loaded along with an ensemble too."""
+        await self._model_control().unload(name, unload_dependents=unload_dependents)
 
     def _model_control(self) -> ModelControl:
         if self.control is None:

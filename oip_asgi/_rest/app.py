@@ -16,7 +16,7 @@ import msgspec
 from starlette.types import Receive, Scope, Send
 
 from .._core.extensions import MODEL, REGISTRY, Extension
-from .._core.load_request import load_arguments
+from .._core.load_request import load_arguments, unload_dependents
 from .._core.logs import follow_the_host
 from .._core.request import DecodedRequest
 from .._core.responding import Reply
@@ -241,8 +241,8 @@ class OIPApp(WireApp):
         await send_response(send, 200, [JSON], [b""])
 
     async def _unload_model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        await self._small_json(scope, receive, ModelControlRequest)  # unload_dependents: no ensembles to unload
-        await self.core.unload_model(match.group("name"))
+        request = await self._small_json(scope, receive, ModelControlRequest)
+        await self.core.unload_model(match.group("name"), unload_dependents=unload_dependents(request.parameters))
         await send_response(send, 200, [JSON], [b""])
 
     def _json_body(self, scope: Scope, receive: Receive) -> BodyReader:

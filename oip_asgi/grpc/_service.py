@@ -15,7 +15,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from .._core.extensions import REGISTRY
-from .._core.load_request import load_arguments
+from .._core.load_request import load_arguments, unload_dependents
 from .._core.request import DecodedRequest
 from .._core.responding import Reply
 from .._core.server import HasCore, ServerCore, core_of
@@ -362,7 +362,9 @@ class InferenceService:
     async def repository_model_unload(
         self, request: pb.RepositoryModelUnloadRequest
     ) -> pb.RepositoryModelUnloadResponse:
-        await self.core.unload_model(request.model_name)
+        parameters = {key: getattr(value, value.WhichOneof("parameter_choice") or "bool_param")
+                      for key, value in request.parameters.items()}  # fmt: skip
+        await self.core.unload_model(request.model_name, unload_dependents=unload_dependents(parameters))
         return pb.RepositoryModelUnloadResponse()
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:

@@ -43,6 +43,7 @@ NAMES = {
     "model_configuration": ["model_configuration", "model configuration", "ModelConfig RPC", "`ModelConfig`"],
     "statistics": ["statistics extension", "ModelStatistics", "/stats"],
     "model_repository": ["model_repository", "model repository extension", "RepositoryIndex", "RepositoryModelLoad"],
+    "model_repository(unload_dependents)": ["unload_dependents"],
     "perf_analyzer": ["perf_analyzer"],
 }
 ABSENT = re.compile(
