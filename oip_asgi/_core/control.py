@@ -43,16 +43,16 @@ from .._declarations.repository import (
     release,
 )
 from . import life
-from .ensemble import served_versions
+from .ensemble import EnsembleCore, served_versions
 from .ensembles import EnsembleGraph, batch
 from .python_host import TritonHost
 from .served import Cause, ServedModels
-from .serving import ServedModel
 
 
-class ModelHost(Protocol):
+class ModelHost(EnsembleCore, Protocol):
     """What the control asks of the core: serve a model's versions in place of what it served, stop serving
-    one, the versions served now and why a name serves nothing, and the names served from code."""
+    one, the versions served now and why a name serves nothing, and the names served from code; and what
+    an ensemble's steps use of it (its models' configs and its inference path)."""
 
     served: ServedModels
 
@@ -64,8 +64,6 @@ class ModelHost(Protocol):
     ) -> None: ...
 
     async def remove_model(self, name: str, *, record: bool = False) -> None: ...
-
-    def model_config(self, model: ServedModel) -> dict[str, Any]: ...
 
 
 logger = logging.getLogger("oip_asgi")
@@ -344,7 +342,7 @@ class ModelControl:
                 if directory.warnings:
                     logger.warning("model %s: %s", quoted(name), "; ".join(directory.warnings))
                 self.ensembles.read(name, directory.ensemble)
-                versions, served_config = served_versions(directory, self.core.served, self.core.model_config, host)
+                versions, served_config = served_versions(directory, self.core)
                 try:
                     await self.core.put_model(name, versions, config=served_config, since=since)
                 except BaseException:

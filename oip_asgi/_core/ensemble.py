@@ -3,8 +3,8 @@
 A served ensemble is an ordinary `Model` whose callable is an `EnsembleRunner` over its `Plan`
 (``ensemble_plan.py``): the core serves it as any model (lookup, readiness, statistics, both wires,
 generate), and the runner routes tensors between its composing models. Each step is a request to its
-model through the path every request takes (`ServerCore.infer`, through the host's in-process exchange,
-as a Python model's BLS call), so each composing model counts its own executions.
+model through the path every request takes (`ServerCore.infer`, with an in-process exchange that hands
+it arrays), so each composing model counts its own executions.
 
 A step runs as soon as every tensor it takes exists, steps that are ready together run at once, and
 only the steps the request's outputs need run (Triton prunes the others). Each step gets the
@@ -20,41 +20,49 @@ dimension of one, as Triton reshapes it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from .._declarations.calling import Calling
 from .._declarations.datatypes import datatype_of
-from .._declarations.errors import BadRequest, ModelError, OIPError
+from .._declarations.errors import BadRequest, OIPError
 from .._declarations.model import Model, Outcome
-from .._declarations.python_backend import BLSRequest, BLSResponse, PythonHost
-from .._declarations.repository import DirectoryModel, RepositoryError
+from .._declarations.repository import DirectoryModel
+from .checks import check_inputs
 from .ensemble_plan import Plan, Step, plan
-from .request import DecodedRequest
+from .request import DecodedRequest, RequestedOutput
+from .responding import Body, Exchange, Reply, Responder
 from .served import ServedModels
 from .serving import ServedModel
 
+Response = TypeVar("Response")
 
-def served_versions(
-    directory: DirectoryModel,
-    served: ServedModels,
-    config_of: Callable[[ServedModel], dict[str, Any]],
-    host: PythonHost | None,
-) -> tuple[list[Model], dict[str, Any] | None]:
+
+class EnsembleCore(Protocol):
+    """What an ensemble's steps use of the server core: its served models, and its one inference path."""
+
+    served: ServedModels
+    respond: Responder
+
+    def model_config(self, model: ServedModel) -> dict[str, Any]: ...
+
+    async def infer(
+        self, name: str, version: str | None, exchange: Exchange[Response], body: Body[Response] | None = None
+    ) -> Response: ...
+
+
+def served_versions(directory: DirectoryModel, core: EnsembleCore) -> tuple[list[Model], dict[str, Any] | None]:
     """What serves a model folder read: its versions and config; an ensemble's planned on its models as they serve
     now, each version's steps run by a runner (ready while every composing model is)."""
     ensemble = directory.ensemble
     if ensemble is None:
         return directory.versions, directory.config
-    if host is None:
-        raise RepositoryError("an ensemble's steps are requests made in-process, which this server cannot make")
-    planned = plan(ensemble, served, config_of)
-    runner = EnsembleRunner(planned, host, served)
+    planned = plan(ensemble, core.served, core.model_config)
+    runner = EnsembleRunner(planned, core)
     calling = Calling(takes_requests=True, ready=runner.ready)
     predict = runner.stream if planned.decoupled else runner.once
     versions = [Model(predict, **{**version.options(), "calling": calling}) for version in directory.versions]
@@ -67,16 +75,17 @@ def served_versions(
 @dataclass(slots=True)
 class _Value:
     array: np.ndarray
+    datatype: str
     batch: int  # the batch size of the request that made it; 0 from a model that does not batch
 
 
 class EnsembleRunner:
-    """Runs `plan`'s steps for each request, on the models `served` serves, through `host`'s in-process exchange."""
+    """Runs `plan`'s steps for each request, on the models `core` serves, through its inference path."""
 
-    def __init__(self, plan: Plan, host: PythonHost, served: ServedModels) -> None:
+    def __init__(self, plan: Plan, core: EnsembleCore) -> None:
         self.plan = plan
-        self.host = host
-        self.served = served
+        self.core = core
+        self.served = core.served
         self._needed: dict[frozenset[str] | None, tuple[frozenset[int], dict[str, int]]] = {}
 
     def ready(self) -> bool:
@@ -92,24 +101,33 @@ class EnsembleRunner:
     async def once(self, requests: list[DecodedRequest]) -> list[Outcome]:
         """A non-decoupled ensemble's one response to its one request (a Triton-style `takes_requests` call)."""
         (request,) = requests
+        run = _Run(self, request)
         try:
-            async with contextlib.aclosing(self._run(request)) as responses:
-                async for outputs in responses:
-                    return [outputs]
+            pending = run.start()
+            while not run.responses:
+                if not pending and not run.running:
+                    return [_deadlock(self.plan.name)]
+                pending = await run.advance(pending)
+            return [run.responses[0]]
         except OIPError as error:
             return [error]
-        return [
-            BadRequest(
-                f"in ensemble '{self.plan.name}', unexpected deadlock, at least one output is not set while no "
-                "more ensemble steps can be made"
-            )
-        ]
+        finally:
+            if run.tasks:
+                await run.cancel()
 
     async def stream(self, request: DecodedRequest) -> AsyncIterator[dict[str, np.ndarray]]:
         """A decoupled ensemble's responses, one per set of its outputs made."""
-        async with contextlib.aclosing(self._run(request)) as responses:
-            async for outputs in responses:
-                yield outputs
+        run = _Run(self, request)
+        try:
+            pending = run.start()
+            while True:
+                while run.responses:
+                    yield run.responses.pop(0)
+                if not pending and not run.running:
+                    return
+                pending = await run.advance(pending)
+        finally:
+            await run.cancel()
 
     def pruned(self, request: DecodedRequest) -> tuple[frozenset[int], dict[str, int]]:
         """The steps the request's outputs need, and how many of them (and the response) take each tensor."""
@@ -132,28 +150,9 @@ class EnsembleRunner:
         known = self._needed[wanted] = (frozenset(needed), uses)
         return known
 
-    async def _run(self, request: DecodedRequest) -> AsyncGenerator[dict[str, np.ndarray]]:
-        run = _Run(self, request)
-        try:
-            pending = run.start()
-            while True:
-                while run.responses:
-                    yield run.responses.pop(0)
-                if len(pending) == 1 and not run.running and not pending[0][0].decoupled:
-                    # One step to run and nothing else in flight (a chain): awaited here, no task made for it.
-                    step, iteration = pending[0]
-                    pending = run.took(step, iteration, await run.call(step, run.request_of(step, iteration)))
-                    continue
-                for step, iteration in pending:
-                    run.launch(step, iteration)
-                if not run.running:
-                    return
-                pending = await run.next_event()
-        finally:
-            await run.cancel()
-
 
 _DONE = object()  # a step's last event: it has no more responses
+Tensors = dict[str, _Value]  # a step's inputs, or its response's outputs, by the model's names
 
 
 class _Run:
@@ -162,146 +161,146 @@ class _Run:
 
     def __init__(self, runner: EnsembleRunner, request: DecodedRequest) -> None:
         self.plan = plan = runner.plan
-        self.host = runner.host
+        self.core = runner.core
         self.request = request
         self.needed, self.uses = runner.pruned(request)
-        self.wanted = list(plan.outputs) if request.outputs is None else [output.name for output in request.outputs]
-        self.values: dict[str, dict[int, _Value | None]] = {}
-        self.left: dict[tuple[str, int], int] = {}  # how many more takers each tensor's iteration waits for
+        self.wanted = plan.outputs.keys() if request.outputs is None else [output.name for output in request.outputs]
+        # Each tensor's iterations made and not yet taken by all its takers, and how many takers they wait for.
+        self.values: dict[tuple[str, int], _Value | None] = {}
+        self.left: dict[tuple[str, int], int] = {}
         self.started: set[tuple[int, int]] = set()
         self.answered: set[int] = set()
         self.counts: dict[int, int] = {}  # a decoupled step's responses so far
-        self.batches: dict[tuple[int, int], int] = {}
         self.responses: list[dict[str, np.ndarray]] = []
         self.running = 0  # steps in flight as tasks
         self.tasks: set[asyncio.Task[None]] = set()
-        self.events: asyncio.Queue[tuple[Step, int, object]] = asyncio.Queue()
-        self.batch = 0
+        self.events: asyncio.Queue[tuple[Step, int, object]] | None = None  # made with the first task
 
     def start(self) -> list[tuple[Step, int]]:
         plan, inputs = self.plan, self.request.inputs
+        batch = 0
         if plan.max_batch_size > 0 and inputs:
-            self.batch = int(next(iter(inputs.values())).shape[0]) if next(iter(inputs.values())).ndim else 0
-            if self.batch > plan.max_batch_size:
+            first = next(iter(inputs.values()))
+            batch = int(first.shape[0]) if first.ndim else 0
+            if batch > plan.max_batch_size:
                 raise BadRequest(f"inference request batch-size must be <= {plan.max_batch_size} for '{plan.name}'")
-        updated = []
         for name in plan.inputs:  # an optional input left out: its steps run without it, as in Triton
             array = inputs.get(name)
-            self._put(name, 0, None if array is None else _Value(array, self.batch))
-            updated.append((name, 0))
-        return self._after(updated)
+            self._put(name, 0, None if array is None else _Value(array, datatype_of(array.dtype) or "BYTES", batch))
+        return self._after(plan.inputs, 0)
+
+    async def advance(self, pending: list[tuple[Step, int]]) -> list[tuple[Step, int]]:
+        """Run the steps ready, and wait for the next to answer; the steps its answer lets run."""
+        if len(pending) == 1 and not self.running and not pending[0][0].decoupled:
+            # One step to run and nothing else in flight (a chain): awaited here, no task made for it.
+            step, iteration = pending[0]
+            exchange = self._exchange(step, iteration)
+            try:
+                await self.core.infer(step.model, step.version, exchange)
+            except OIPError as error:
+                raise _in_ensemble(self.plan.name, step.model, error) from error
+            assert exchange.result is not None  # (sent, or its failure raised)
+            return self._took(step, iteration, exchange.result)
+        for step, iteration in pending:
+            self._launch(step, iteration)
+        return await self._next_event()
 
     def _put(self, tensor: str, iteration: int, value: _Value | None) -> None:
-        takers = self.uses.get(tensor, 0)
+        takers = self.uses.get(tensor)
         if takers:
-            self.values.setdefault(tensor, {})[iteration] = value
-            self.left[(tensor, iteration)] = takers
+            key = (tensor, iteration)
+            self.values[key] = value
+            self.left[key] = takers
 
-    def _taken(self, tensor: str, iteration: int) -> _Value | None:
-        value = self.values[tensor][iteration]
-        key = (tensor, iteration)
-        self.left[key] -= 1
-        if not self.left[key]:  # its last taker: freed (a long stream keeps no tensor it no longer needs)
-            del self.left[key], self.values[tensor][iteration]
+    def _taken(self, key: tuple[str, int]) -> _Value | None:
+        value = self.values[key]
+        left = self.left[key] - 1
+        if left:
+            self.left[key] = left
+        else:  # its last taker: freed (a long stream keeps no tensor it no longer needs)
+            del self.left[key], self.values[key]
         return value
 
-    def _after(self, updated: list[tuple[str, int]]) -> list[tuple[Step, int]]:
-        """The steps the tensors just made let run, and the ensemble's responses they complete."""
-        plan, ready = self.plan, []
-        for tensor, iteration in updated:
+    def _after(self, made: Iterable[str], iteration: int) -> list[tuple[Step, int]]:
+        """The steps the tensors just made (at `iteration`) let run, and the ensemble's response they complete."""
+        plan, values, ready = self.plan, self.values, []
+        for tensor in made:
             for index in plan.taken_by.get(tensor, ()):
-                step = plan.steps[index]
-                if index in self.needed and (index, iteration) not in self.started and self._has(step, iteration):
-                    self.started.add((index, iteration))
-                    ready.append((step, iteration))
-            if tensor in self.wanted and iteration not in self.answered and self._complete(iteration):
-                self.answered.add(iteration)
-                self.responses.append(self._response(iteration))
-        return ready
-
-    def _has(self, step: Step, iteration: int) -> bool:
-        return all(iteration in self.values.get(tensor, {}) for _, tensor in step.inputs)
-
-    def _complete(self, iteration: int) -> bool:
-        return all(self.values.get(tensor, {}).get(iteration) is not None for tensor in self.wanted)
-
-    def _response(self, iteration: int) -> dict[str, np.ndarray]:
-        batching = self.plan.max_batch_size > 0
+                if index in self.needed and (index, iteration) not in self.started:
+                    step = plan.steps[index]
+                    for taken in step.takes:
+                        if (taken, iteration) not in values:
+                            break
+                    else:
+                        self.started.add((index, iteration))
+                        ready.append((step, iteration))
+        if iteration in self.answered:
+            return ready
+        for tensor in self.wanted:
+            if values.get((tensor, iteration)) is None:
+                return ready
+        self.answered.add(iteration)
+        batching = plan.max_batch_size > 0
         outputs = {}
         for tensor in self.wanted:
-            value = self._taken(tensor, iteration)
+            value = self._taken((tensor, iteration))
             assert value is not None  # (complete)
-            outputs[tensor] = _fitted(value, self.plan.outputs.get(tensor), batching)
-        return outputs
+            outputs[tensor] = _fitted(value, plan.outputs.get(tensor), batching)
+        self.responses.append(outputs)
+        return ready
 
-    def request_of(self, step: Step, iteration: int) -> BLSRequest:
+    def _exchange(self, step: Step, iteration: int) -> _StepExchange:
         """The step's request: the tensors it takes (fitted to its model's batching), the ensemble request's id and
         parameters, and the outputs its step maps."""
-        inputs: dict[str, tuple[str, np.ndarray]] = {}
+        taken = {tensor: self._taken((tensor, iteration)) for tensor in step.takes}
+        inputs: Tensors = {}
         batch = 0
-        values = {
-            tensor: self._taken(tensor, iteration) for tensor in dict.fromkeys(tensor for _, tensor in step.inputs)
-        }
         for model_input, tensor in step.inputs:
-            value = values[tensor]
-            if value is None:
-                continue
-            array = _fitted(value, step.dims.get(model_input), step.batching)
-            if step.batching and array.ndim:
-                batch = int(array.shape[0])
-            datatype = datatype_of(array.dtype)
-            if datatype is None:
-                raise ModelError(
-                    f"ensemble tensor '{tensor}' has dtype {array.dtype}, which the protocol has no name for"
-                )
-            inputs[model_input] = (datatype, array)
-        self.batches[(step.index, iteration)] = batch
-        request = self.request
-        outputs = [output for output, _ in step.outputs]
-        return BLSRequest(step.model, step.version or "", inputs, request.id or "", request.parameters, outputs)
+            value = taken[tensor]
+            if value is not None:
+                array = _fitted(value, step.dims.get(model_input), step.batching)
+                if step.batching and array.ndim:
+                    batch = int(array.shape[0])
+                inputs[model_input] = value if array is value.array else _Value(array, value.datatype, batch)
+        return _StepExchange(inputs, self.request, list(step.requested), batch)
 
-    async def call(self, step: Step, request: BLSRequest) -> BLSResponse:
-        try:
-            return await self.host.infer_async(request)
-        except OIPError as error:
-            raise _in_ensemble(self.plan.name, step.model, error) from error
-
-    def took(self, step: Step, iteration: int, response: BLSResponse) -> list[tuple[Step, int]]:
+    def _took(self, step: Step, iteration: int, response: Tensors) -> list[tuple[Step, int]]:
         """A step's response: its outputs made tensors (a decoupled step's each response an iteration of its own)."""
         if step.decoupled:
             made = self.counts.get(step.index, 0)
             self.counts[step.index] = made + 1
         else:
             made = iteration
-        batch = self.batches.get((step.index, iteration), 0)
-        updated = []
         for output, tensor in step.outputs:
-            array = response.outputs.get(output)
-            self._put(tensor, made, None if array is None else _Value(array, batch))
-            updated.append((tensor, made))
-        return self._after(updated)
+            self._put(tensor, made, response.get(output))
+        return self._after(step.makes, made)
 
-    def launch(self, step: Step, iteration: int) -> None:
-        request = self.request_of(step, iteration)
+    def _launch(self, step: Step, iteration: int) -> None:
+        if self.events is None:
+            self.events = asyncio.Queue()
+        exchange = self._exchange(step, iteration)
         self.running += 1
-        task = asyncio.get_running_loop().create_task(self._step(step, iteration, request))
+        task = asyncio.get_running_loop().create_task(self._step(step, iteration, exchange))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _step(self, step: Step, iteration: int, request: BLSRequest) -> None:
+    async def _step(self, step: Step, iteration: int, exchange: _StepExchange) -> None:
+        assert self.events is not None
         put = self.events.put_nowait
         try:
-            if step.decoupled:
-                async for response in self.host.stream_async(request):
-                    put((step, iteration, response))
+            if step.decoupled:  # each response put as it comes
+                exchange.outlet = lambda response: put((step, iteration, response))
+                await self.core.infer(step.model, step.version, exchange, self.core.respond.streaming)
             else:
-                put((step, iteration, await self.host.infer_async(request)))
+                await self.core.infer(step.model, step.version, exchange)
+                put((step, iteration, exchange.result))
         except Exception as exc:
             put((step, iteration, exc))
         finally:
             put((step, iteration, _DONE))
 
-    async def next_event(self) -> list[tuple[Step, int]]:
+    async def _next_event(self) -> list[tuple[Step, int]]:
+        assert self.events is not None
         step, iteration, item = await self.events.get()
         if item is _DONE:
             self.running -= 1
@@ -310,15 +309,81 @@ class _Run:
             raise _in_ensemble(self.plan.name, step.model, item) from item
         if isinstance(item, BaseException):
             raise item
-        assert isinstance(item, BLSResponse)
-        return self.took(step, iteration, item)
+        assert isinstance(item, dict)
+        return self._took(step, iteration, item)
 
     async def cancel(self) -> None:
         """The steps still in flight (a step failed, or the client left) stopped, and waited for."""
-        for task in self.tasks:
-            task.cancel()
         if self.tasks:
+            for task in self.tasks:
+                task.cancel()
             await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+class _StepExchange:
+    """A step's request as an exchange: the arrays it takes, decoded as they are; each response's outputs kept (the
+    one response of a model that answers once) or handed to `outlet` (each of a decoupled model's)."""
+
+    __slots__ = ("batch", "inputs", "outlet", "request", "responses", "result")
+    endpoint = "an ensemble's step"
+    received = sent = 0
+
+    def __init__(self, inputs: Tensors, request: DecodedRequest, outputs: list[RequestedOutput], batch: int) -> None:
+        self.inputs = inputs
+        self.request = (request.id, request.parameters, outputs)  # as DecodedRequest takes them, after the inputs
+        self.batch = batch  # of the step's request: its outputs' batch size
+        self.responses = 0
+        self.result: Tensors | None = None
+        self.outlet: Callable[[Tensors], None] | None = None
+
+    async def decode(self, model: ServedModel) -> DecodedRequest:
+        inputs = self.inputs
+        if model.inputs is not None:  # the tensors are this server's: what a client's could be wrong is not checked
+            for name, value in inputs.items():
+                spec = model.input_spec(name)
+                if spec is None or spec.datatype != value.datatype or not spec.accepts_shape(value.array.shape):
+                    break
+            else:
+                if len(inputs) == len(model.inputs):
+                    return DecodedRequest({name: value.array for name, value in inputs.items()}, *self.request)
+            # Not as the model declares (or some of its optional inputs left out): as any request's, in its words.
+            check_inputs(model, [_Header(name, value) for name, value in inputs.items()])
+        return DecodedRequest({name: value.array for name, value in inputs.items()}, *self.request)
+
+    def encode(self, reply: Reply) -> Tensors:
+        batch = self.batch
+        return {output.name: _Value(output.array, output.datatype, batch) for output in reply.outputs}
+
+    async def send(self, response: Tensors) -> None:
+        self.result = response
+        self.responses += 1
+
+    async def start(self) -> None:
+        """(A decoupled step's responses go on to the steps after it, as they come.)"""
+
+    async def send_next(self, response: Tensors) -> None:
+        assert self.outlet is not None
+        self.responses += 1
+        self.outlet(response)
+
+    async def finish(self) -> None:
+        """(Its end is its task's.)"""
+
+
+class _Header:
+    """A step's input as the shared checks read a request's: its name, datatype and shape."""
+
+    __slots__ = ("datatype", "name", "shape")
+
+    def __init__(self, name: str, value: _Value) -> None:
+        self.name, self.datatype, self.shape = name, value.datatype, value.array.shape
+
+
+def _deadlock(name: str) -> OIPError:
+    return BadRequest(
+        f"in ensemble '{name}', unexpected deadlock, at least one output is not set while no more ensemble steps "
+        "can be made"
+    )
 
 
 def _fitted(value: _Value, dims: tuple[int, ...] | None, batching: bool) -> np.ndarray:

@@ -18,6 +18,7 @@ from typing import Any
 from .._declarations.repository import Ensemble, EnsembleStep, RepositoryError
 from .._declarations.spec import TensorSpec
 from .._declarations.triton import DATA_TYPES
+from .request import RequestedOutput
 from .served import Cause, ServedModels
 from .serving import ServedModel
 
@@ -34,6 +35,9 @@ class Step:
     batching: bool  # the model's max_batch_size is above 0: its tensors lead with the batch dimension
     dims: Mapping[str, tuple[int, ...]]  # each declared input's dims without the batch dimension
     decoupled: bool
+    takes: tuple[str, ...]  # the ensemble tensors it takes, each once
+    makes: tuple[str, ...]  # and those it makes
+    requested: tuple[RequestedOutput, ...]  # what it asks its model for: the outputs it maps, as Triton asks
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +90,7 @@ def plan(ensemble: Ensemble, served: ServedModels, config_of: Callable[[ServedMo
     decoupled = _check_decoupled(ensemble, steps)
     taken_by: dict[str, list[int]] = {}
     for step in steps:
-        for taken in dict.fromkeys(tensor for _, tensor in step.inputs):
+        for taken in step.takes:
             taken_by.setdefault(taken, []).append(step.index)
     return Plan(
         name,
@@ -138,12 +142,7 @@ def _checked_step(
     where = f"in ensemble {name}"
     model_name = step.model_name
     if model.inputs is not None:
-        for model_input, tensor in step.input_map.items():
-            if model.input_spec(model_input) is None:
-                raise RepositoryError(
-                    f"{where}, ensemble tensor {tensor} is mapping to non-existing input {model_input} in model "
-                    f"{model_name}"
-                )
+        _declared(where, step.input_map, model.input_spec, "is mapping to non-existing input", model_name)
         for spec in model.inputs:
             given = step.input_map.get(spec.name)
             if given is None:
@@ -154,19 +153,25 @@ def _checked_step(
                 )
             _consistent(where, given, tensors, _said(model_name, spec, batching))
     if model.outputs is not None:
-        for model_output, tensor in step.output_map.items():
-            if model.output_spec(model_output) is None:
-                raise RepositoryError(
-                    f"{where}, ensemble tensor {tensor} is mapped from non-existing output {model_output} in model "
-                    f"{model_name}"
-                )
-            _consistent(where, tensor, tensors, _said(model_name, model.output_spec(model_output), batching))
+        _declared(where, step.output_map, model.output_spec, "is mapped from non-existing output", model_name)
+        for model_output, made in step.output_map.items():
+            _consistent(where, made, tensors, _said(model_name, model.output_spec(model_output), batching))
     version = None if step.model_version == -1 else str(step.model_version)
     dims = {spec.name: tuple(spec.shape[1:] if batching else spec.shape) for spec in model.inputs or ()}
     return Step(
         index, model_name, version, tuple(step.input_map.items()), tuple(step.output_map.items()), batching, dims,
-        model.decoupled,
+        model.decoupled, tuple(dict.fromkeys(step.input_map.values())), tuple(step.output_map.values()),
+        tuple(RequestedOutput(output) for output in step.output_map),
     )  # fmt: skip
+
+
+def _declared(
+    where: str, mapping: Mapping[str, str], spec_of: Callable[[str], TensorSpec | None], what: str, model: str
+) -> None:
+    """Every tensor of the model's a step maps is one the model declares."""
+    for own, tensor in mapping.items():
+        if spec_of(own) is None:
+            raise RepositoryError(f"{where}, ensemble tensor {tensor} {what} {own} in model {model}")
 
 
 def _said(model: str, spec: TensorSpec | None, batching: bool) -> _Tensor:
