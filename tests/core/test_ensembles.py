@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from oip_asgi import BadRequest, Model, ModelRepository, TensorSpec, oip_app
 from oip_asgi._core.ensemble import EnsembleRunner
 from tests.declarations.test_ensemble_config import CHAIN, StepSpec, ensemble_config, write_ensemble
 from tests.support.client import client
+from tests.support.servers import ROOT
 from tests.support.waiting import HANG
 
 pytestmark = pytest.mark.anyio
@@ -305,3 +307,20 @@ async def test_the_runner_of_a_served_ensemble_is_an_ensemble_runner(tmp_path: P
         model = app.core.served.get("pipe")
         assert isinstance(model.model.predict.__self__, EnsembleRunner)  # type: ignore[attr-defined]
         assert model.ready
+
+
+async def test_the_documented_ensemble_serves_as_written(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "repository.md").read_text()
+    examples = dict(re.findall(r"<!-- example: (\S+) -->\n```\w+\n(.*?)```", page, re.DOTALL))
+    for name in ("double/1/model.py", "quadruple/config.pbtxt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(examples[name])
+    (tmp_path / "quadruple" / "1").mkdir()
+    app = oip_app(model_repository=tmp_path)
+    async with client(app) as http:
+        await app.load()
+        request = {"inputs": [{"name": "x", "shape": [2], "datatype": "INT64", "data": [1, 2]}]}
+        response = await http.post("/models/quadruple/infer", json=request)
+        assert response.status_code == 200, response.text
+        assert response.json()["outputs"] == [{"name": "y", "datatype": "INT64", "shape": [2], "data": [4, 8]}]
+        assert (await stats(http))["double"]["execution_count"] == 2  # one model, two steps
