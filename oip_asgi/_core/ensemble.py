@@ -20,7 +20,6 @@ dimension of one, as Triton reshapes it.
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -124,6 +123,8 @@ class EnsembleRunner:
                 while run.responses:
                     yield run.responses.pop(0)
                 if not pending and not run.running:
+                    for outputs in run.rest():
+                        yield outputs
                     return
                 pending = await run.advance(pending)
         finally:
@@ -171,7 +172,9 @@ class _Run:
         self.started: set[tuple[int, int]] = set()
         self.answered: set[int] = set()
         self.counts: dict[int, int] = {}  # a decoupled step's responses so far
-        self.responses: list[dict[str, np.ndarray]] = []
+        self.responses: list[dict[str, np.ndarray]] = []  # the ensemble's, to send now
+        self.held: dict[int, dict[str, np.ndarray]] = {}  # those made before one they follow
+        self.following = 0  # the iteration the next response to send comes of
         self.running = 0  # steps in flight as tasks
         self.tasks: set[asyncio.Task[None]] = set()
         self.events: asyncio.Queue[tuple[Step, int, object]] | None = None  # made with the first task
@@ -246,8 +249,17 @@ class _Run:
             value = self._taken((tensor, iteration))
             assert value is not None  # (complete)
             outputs[tensor] = _fitted(value, plan.outputs.get(tensor), batching)
-        self.responses.append(outputs)
+        # In the order of the responses they come of: a stream's order is its meaning (Triton's may differ).
+        self.held[iteration] = outputs
+        while self.following in self.held:
+            self.responses.append(self.held.pop(self.following))
+            self.following += 1
         return ready
+
+    def rest(self) -> list[dict[str, np.ndarray]]:
+        """The responses held for one that never came (a step's response without an output it maps), in order."""
+        held, self.held = self.held, {}
+        return [held[iteration] for iteration in sorted(held)]
 
     def _exchange(self, step: Step, iteration: int) -> _StepExchange:
         """The step's request: the tensors it takes (fitted to its model's batching), the ensemble request's id and
@@ -293,6 +305,7 @@ class _Run:
                 await self.core.infer(step.model, step.version, exchange, self.core.respond.streaming)
             else:
                 await self.core.infer(step.model, step.version, exchange)
+            if exchange.result is not None:  # one response, sent whole (a model that answers once)
                 put((step, iteration, exchange.result))
         except Exception as exc:
             put((step, iteration, exc))
@@ -407,7 +420,9 @@ def _fits(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
 
 def _in_ensemble(name: str, model: str, error: OIPError) -> OIPError:
     """A step's error as the ensemble request's, with its status: Triton's words, naming the step's model."""
-    wrapped = copy.copy(error)
+    kind = type(error)  # its class: its HTTP status and gRPC code (made anew: its constructor may be a model's own)
+    wrapped = kind.__new__(kind)
+    wrapped.__dict__.update(error.__dict__)
     wrapped.message = _named(name, model, error.message)
     if error.redacted is not None:
         wrapped.redacted = _named(name, model, error.redacted)

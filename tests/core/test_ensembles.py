@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from oip_asgi import BadRequest, Model, ModelRepository, TensorSpec, oip_app
+from oip_asgi import BadRequest, Model, ModelRepository, OIPError, TensorSpec, oip_app
 from oip_asgi._core.ensemble import EnsembleRunner
 from tests.declarations.test_ensemble_config import CHAIN, StepSpec, ensemble_config, write_ensemble
 from tests.support.client import client
@@ -207,7 +207,13 @@ async def test_each_step_gets_the_ensemble_requests_id_and_parameters_and_asks_f
 
 
 async def test_a_steps_error_is_the_requests_error_with_its_status_naming_the_steps_model(tmp_path: Path) -> None:
+    class Teapot(OIPError, status_code=418):  # a model's own error class, its own constructor
+        def __init__(self, kind: str) -> None:
+            super().__init__(f"I am a {kind}")
+
     def refuses(a: np.ndarray) -> np.ndarray:
+        if (a > 1000).any():
+            raise Teapot("teapot")
         if (a > 100).any():
             raise BadRequest("values above 100 are refused")
         raise ValueError("the weights are corrupt")
@@ -222,11 +228,16 @@ async def test_a_steps_error_is_the_requests_error_with_its_status_naming_the_st
         refused = await http.post("/models/pipe/infer", json=body(IN=[500]))
         assert refused.status_code == 400  # the step's status
         assert refused.json()["error"] == "in ensemble 'pipe', model 'double': values above 100 are refused"
+        teapot = await http.post("/models/pipe/infer", json=body(IN=[5000]))
+        assert (teapot.status_code, teapot.json()["error"]) == (
+            418,
+            "in ensemble 'pipe', model 'double': I am a teapot",
+        )
         wrong = await http.post(
             "/models/pipe/infer", json={"inputs": [{"name": "IN", "shape": [1], "datatype": "FP32", "data": [1.0]}]}
         )
         assert wrong.status_code == 400 and "expects INT32" in wrong.json()["error"]  # the ensemble's own check
-        assert (await stats(http))["pipe"]["inference_stats"]["fail"]["count"] == 2
+        assert (await stats(http))["pipe"]["inference_stats"]["fail"]["count"] == 3
         assert (await http.post("/models/add/infer", json=body(x=[1]))).status_code == 200  # the server goes on
 
 
@@ -254,6 +265,35 @@ async def test_a_decoupled_step_streams_through_the_steps_after_it_each_response
         assert "decoupled" in once.json()["error"]
         counted = await stats(http)
         assert counted["double"]["execution_count"] == 3 and counted["repeat"]["execution_count"] == 1
+
+
+async def test_a_decoupled_ensemble_answers_in_the_order_its_decoupled_step_made_the_responses(
+    tmp_path: Path,
+) -> None:
+    """The step after the decoupled one finishes the first response last (it waits for the third to have been
+    doubled): the ensemble still answers 2, 4, 6."""
+    third = asyncio.Event()
+
+    async def doubled_late(a: np.ndarray) -> dict[str, np.ndarray]:
+        if a[0] == 1:
+            await asyncio.wait_for(third.wait(), HANG)
+        if a[0] == 3:
+            third.set()
+        return {"b": a * 2}
+
+    models = {
+        **CODE,
+        "repeat": Model(repeat, inputs=[spec("x")], outputs=[spec("r")]),
+        "double": Model(doubled_late, inputs=[spec("a")], outputs=[spec("b")]),
+    }
+    steps: list[StepSpec] = [("repeat", {"x": "IN"}, {"r": "one"}), ("double", {"a": "one"}, {"b": "OUT"})]
+    app = served(tmp_path, {"stream": ensemble_config("stream", steps)}, models)
+    async with client(app) as http:
+        await app.load()
+        response = await http.post("/models/stream/generate_stream", json={"IN": [1, 2, 3]})
+        assert response.status_code == 200, response.text
+        events = [json.loads(line[len("data: ") :]) for line in response.text.split("\n\n") if line]
+        assert [event["OUT"] for event in events] == [2, 4, 6]
 
 
 async def test_a_non_decoupled_ensemble_answers_generate_too(tmp_path: Path) -> None:
