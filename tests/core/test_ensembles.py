@@ -364,3 +364,30 @@ async def test_the_documented_ensemble_serves_as_written(tmp_path: Path) -> None
         assert response.status_code == 200, response.text
         assert response.json()["outputs"] == [{"name": "y", "datatype": "INT64", "shape": [2], "data": [4, 8]}]
         assert (await stats(http))["double"]["execution_count"] == 2  # one model, two steps
+
+
+async def test_a_model_file_of_the_repository_is_a_step_like_any_model(tmp_path: Path) -> None:
+    """A `.skops` PCA read by `Model.from_file` (no config), then a model from code on what it made."""
+    skops_io = pytest.importorskip("skops.io")
+    from sklearn.decomposition import PCA
+
+    X = np.arange(40, dtype=np.float64).reshape(10, 4) ** 1.5
+    pca = PCA(n_components=2).fit(X)
+    (tmp_path / "pca" / "1").mkdir(parents=True)
+    skops_io.dump(pca, tmp_path / "pca" / "1" / "model.skops")
+    total = Model(
+        lambda t: {"s": t.sum(axis=1)},
+        inputs=[spec("t", "FP64", [-1, 2])],
+        outputs=[spec("s", "FP64", [-1])],
+    )
+    steps: list[StepSpec] = [("pca", {"input-0": "IN"}, {"transform": "mid"}), ("total", {"t": "mid"}, {"s": "OUT"})]
+    declared = {"inputs": (("IN", "TYPE_FP64", [-1, 4]),), "outputs": (("OUT", "TYPE_FP64", [-1]),)}
+    app = served(tmp_path, {"reduced": ensemble_config("reduced", steps, **declared)}, {"total": total})  # type: ignore[arg-type]
+    async with client(app) as http:
+        await app.load()
+        rows = X[:3]
+        request = {"inputs": [{"name": "IN", "shape": [3, 4], "datatype": "FP64", "data": rows.ravel().tolist()}]}
+        response = await http.post("/models/reduced/infer", json=request)
+        assert response.status_code == 200, response.text
+        assert np.allclose(response.json()["outputs"][0]["data"], pca.transform(rows).sum(axis=1))
+        assert (await stats(http))["pca"]["execution_count"] == 1
