@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import msgspec
 
@@ -230,33 +230,21 @@ class Responder:
 
 def _tapped(exchange: Exchange[Response], trace: Trace) -> Exchange[Response]:
     """`exchange`, telling `trace` each tensor it decodes and encodes where the trace's level is TENSORS."""
-    return _TensorsTap(exchange, trace) if "TENSORS" in trace.level else exchange
+    return cast("Exchange[Response]", _TensorsTap(exchange, trace)) if "TENSORS" in trace.level else exchange
 
 
-class _TensorsTap(Generic[Response]):
-    """An exchange whose request's inputs and reply's outputs a trace records (names, datatypes, shapes)."""
+class _TensorsTap:
+    """An exchange whose request's inputs and reply's outputs a trace records (names, datatypes, shapes);
+    the rest is the exchange's own."""
 
     __slots__ = ("_exchange", "_trace")
 
-    def __init__(self, exchange: Exchange[Response], trace: Trace) -> None:
+    def __init__(self, exchange: Exchange[Any], trace: Trace) -> None:
         self._exchange = exchange
         self._trace = trace
 
-    @property
-    def endpoint(self) -> str:
-        return self._exchange.endpoint
-
-    @property
-    def received(self) -> int:
-        return self._exchange.received
-
-    @property
-    def sent(self) -> int:
-        return self._exchange.sent
-
-    @property
-    def responses(self) -> int:
-        return self._exchange.responses
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._exchange, name)
 
     async def decode(self, model: ServedModel) -> DecodedRequest:
         request = await self._exchange.decode(model)
@@ -264,22 +252,10 @@ class _TensorsTap(Generic[Response]):
             self._trace.tensor("TENSOR_QUEUE_INPUT", name, datatype_of(array.dtype) or "BYTES", array.shape)
         return request
 
-    def encode(self, reply: Reply) -> Response:
+    def encode(self, reply: Reply) -> Any:
         for output in reply.outputs:
             self._trace.tensor("TENSOR_BACKEND_OUTPUT", output.name, output.datatype, output.array.shape)
         return self._exchange.encode(reply)
-
-    async def send(self, response: Response) -> None:
-        await self._exchange.send(response)
-
-    async def start(self) -> None:
-        await self._exchange.start()
-
-    async def send_next(self, response: Response) -> None:
-        await self._exchange.send_next(response)
-
-    async def finish(self) -> None:
-        await self._exchange.finish()
 
 
 def _logged(model: ServedModel, error: ModelError) -> ModelError:
