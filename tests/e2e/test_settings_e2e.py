@@ -1,7 +1,8 @@
 """Triton's logging and trace extensions (issue 39) against a real `oip-asgi serve`, with tritonclient's own
 calls over both wires: `get_log_settings`/`update_log_settings` and `get_trace_settings`/`update_trace_settings`,
 global and per model; what they change shows in the server's log file and in the spans its process exports;
-every bad setting gets Triton's error, and the server keeps serving."""
+every bad setting gets Triton's error, and the server keeps serving; the `logging` and `trace` restricted-API
+groups guard them on both wires; server metadata lists both extensions."""
 
 from __future__ import annotations
 
@@ -207,3 +208,49 @@ def test_a_bad_trace_setting_gets_triton_s_error_and_the_server_keeps_serving(se
     assert served.http.get_trace_settings() == before
     assert not (served.folder / "t.json").exists()
     served.infer("simple")
+
+
+def test_server_metadata_lists_both_extensions_on_both_wires(served: Served) -> None:
+    listed = served.http.get_server_metadata()["extensions"]
+    assert {"logging", "trace"} <= set(listed)
+    assert list(served.grpc.get_server_metadata().extensions) == listed
+
+
+def test_the_logging_and_trace_groups_guard_both_wires_as_triton_s_options_say() -> None:
+    port, grpc_port = free_port(), free_port()
+    rules = "logging,trace:admin-key=s3cret"
+    argv = [
+        "-m", "oip_asgi", "serve", "tests.apps.tracing:models", "--host", HOST, "--http-port", str(port),
+        "--grpc-port", str(grpc_port), "--http-restricted-api", rules, "--grpc-restricted-protocol", rules,
+    ]  # fmt: skip
+    with serving(argv, port) as server:
+        http = httpclient.InferenceServerClient(server.address)
+        grpc = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
+        try:
+            calls = [
+                (http.get_log_settings, "403", "expecting header 'admin-key'"),
+                (lambda **kw: http.update_trace_settings(settings={"trace_rate": "5"}, **kw), "403", "'admin-key'"),
+                (grpc.get_log_settings, "UNAVAILABLE", "expecting header 'triton-grpc-protocol-admin-key'"),
+                (lambda **kw: grpc.update_trace_settings(model_name="simple", settings={"trace_rate": "5"}, **kw),
+                 "UNAVAILABLE", "'triton-grpc-protocol-admin-key'"),
+            ]  # fmt: skip
+            for call, status, words in calls:
+                with pytest.raises(InferenceServerException) as refused:
+                    call()
+                assert status in str(refused.value.status()) and words in refused.value.message()
+            key = {"admin-key": "s3cret"}
+            assert http.get_trace_settings(headers=key)["trace_rate"] == "1000"  # nothing refused applied
+            assert http.get_log_settings(headers=key)["log_info"] is True
+            assert http.update_trace_settings(settings={"trace_rate": "5"}, headers=key)["trace_rate"] == "5"
+            own = grpc.update_trace_settings(
+                model_name="simple",
+                settings={"trace_rate": "7"},
+                headers={"triton-grpc-protocol-admin-key": "s3cret"},
+                as_json=True,
+            )
+            assert own["settings"]["trace_rate"] == {"value": ["7"]}
+            assert http.get_trace_settings(model_name="other", headers=key)["trace_rate"] == "5"
+            assert http.is_server_ready() and grpc.is_server_ready()  # other groups are not guarded
+        finally:
+            http.close()
+            grpc.close()
