@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from .._declarations.errors import BadRequest, OIPError
+from .._declarations.errors import BadRequest
 from .triton_json import as_bool, as_string, as_uint, echo, parse
 from .unsupported import Unsupported
 
@@ -57,10 +57,6 @@ class LogChanges:
     error: bool | None = None
     verbose: int | None = None
     format: str | None = None
-
-
-class FormatUnavailable(OIPError, status_code=503, grpc_code="UNAVAILABLE"):
-    """REST's answer to an unknown ``log_format``: Triton's HTTP handler gives it its UNAVAILABLE (503)."""
 
 
 class Switches(logging.Filter):
@@ -198,7 +194,7 @@ def json_changes(body: bytes | memoryview) -> LogChanges:
         format=log_format,
     )
     if log_format is not None and log_format not in FORMATS:
-        raise FormatUnavailable(f"invalid argument for --log_format, got: {echo(log_format)}")
+        raise BadRequest(f"invalid argument for --log_format, got: {echo(log_format)}")  # Triton: 503
     return changes
 
 

@@ -1,9 +1,10 @@
-"""A settings request's JSON as Triton's settings endpoints read it (its TritonJson): the same words, the same code.
+"""A settings request's JSON as Triton's settings endpoints read it (its TritonJson): the same words.
 
-Triton's REST handlers of the logging and trace extensions take each value with TritonJson's accessors,
-whose errors are INTERNAL: a value of the wrong kind is a 500 saying ``attempt to access JSON non-boolean
-as boolean``, and a body that is not JSON a 500 saying ``failed to parse the request JSON buffer``. A
-client that reads the words (tritonclient raises them) finds them here too, with the status it got there.
+Triton's REST handlers of the logging and trace extensions take each value with TritonJson's accessors:
+a value of the wrong kind is refused saying ``attempt to access JSON non-boolean as boolean``, and a body
+that is not JSON saying ``failed to parse the request JSON buffer``. A client that reads the words
+(tritonclient raises them) finds them here too. Triton answers them 500 (TritonJson's INTERNAL); here
+they are a 400, as every malformed request is (docs/observability.md says so).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from .._declarations.errors import OIPError
 UINT64_MAX = 2**64 - 1
 
 
-class JsonValueError(OIPError, status_code=500, grpc_code="INTERNAL"):
-    """A settings request's JSON, or a value in it, of the wrong kind (TritonJson's INTERNAL, and its words)."""
+class JsonValueError(OIPError, status_code=400):
+    """A settings request's JSON, or a value in it, of the wrong kind (TritonJson's words; a client's error)."""
 
 
 def parse(body: bytes | memoryview) -> Any:

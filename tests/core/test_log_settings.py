@@ -127,20 +127,21 @@ def test_iso8601_lays_lines_out_as_triton_and_default_as_before(kept: Kept) -> N
     assert plain == "WARNING:oip_asgi:plain again"
 
 
-# Every bad setting: Triton's status and words on REST, its code and words on gRPC (src/http_server.cc and
-# src/grpc/grpc_server.cc of Triton 2.51). REST reads JSON values with TritonJson, whose errors are INTERNAL.
+# Every bad setting: Triton's words on REST, its code and words on gRPC (src/http_server.cc and
+# src/grpc/grpc_server.cc of Triton 2.51). Where Triton's REST answers a client's mistake 500 (TritonJson's
+# INTERNAL) or 503 (an unknown log_format), this server answers 400, as every malformed request.
 REST_REFUSALS = [
     ({"log_file": "/tmp/elsewhere.log"}, 501, "log file location can not be updated through network protocol"),
-    ({"log_info": "false"}, 500, "attempt to access JSON non-boolean as boolean"),
-    ({"log_warning": 0}, 500, "attempt to access JSON non-boolean as boolean"),
-    ({"log_error": [True]}, 500, "attempt to access JSON non-boolean as boolean"),
-    ({"log_verbose_level": -1}, 500, "attempt to access JSON non-unsigned-integer as unsigned-integer"),
-    ({"log_verbose_level": 1.5}, 500, "attempt to access JSON non-unsigned-integer as unsigned-integer"),
-    ({"log_verbose_level": True}, 500, "attempt to access JSON non-unsigned-integer as unsigned-integer"),
-    ({"log_format": 8601}, 500, "attempt to access JSON non-string as string"),
-    ({"log_format": "iso8601"}, 503, "invalid argument for --log_format, got: iso8601"),
+    ({"log_info": "false"}, 400, "attempt to access JSON non-boolean as boolean"),
+    ({"log_warning": 0}, 400, "attempt to access JSON non-boolean as boolean"),
+    ({"log_error": [True]}, 400, "attempt to access JSON non-boolean as boolean"),
+    ({"log_verbose_level": -1}, 400, "attempt to access JSON non-unsigned-integer as unsigned-integer"),
+    ({"log_verbose_level": 1.5}, 400, "attempt to access JSON non-unsigned-integer as unsigned-integer"),
+    ({"log_verbose_level": True}, 400, "attempt to access JSON non-unsigned-integer as unsigned-integer"),
+    ({"log_format": 8601}, 400, "attempt to access JSON non-string as string"),
+    ({"log_format": "iso8601"}, 400, "invalid argument for --log_format, got: iso8601"),
     # Checked in Triton's order: the first refusal is the answer, and nothing before it applied.
-    ({"log_info": False, "log_format": "json"}, 503, "invalid argument for --log_format, got: json"),
+    ({"log_info": False, "log_format": "json"}, 400, "invalid argument for --log_format, got: json"),
 ]
 
 
@@ -159,7 +160,7 @@ def test_rest_refuses_a_bad_setting_as_triton_and_changes_nothing(
 def test_rest_refuses_a_body_that_is_not_json_and_keeps_serving() -> None:
     app = oip_app(models)
     refused = rest(app, "POST", raw=b'{"log_info": tru')
-    assert refused.status_code == 500
+    assert refused.status_code == 400
     assert refused.json()["error"].startswith("failed to parse the request JSON buffer: ")
     assert rest(app, "POST", raw=b"").status_code == 200  # an empty body changes nothing
     assert rest(app, "POST", [1, 2]).json() == rest(app, "GET").json()  # no object: no setting named

@@ -155,19 +155,20 @@ def test_clearing_returns_to_the_global_settings_or_to_the_start_as_triton_s_tes
     assert "simple" not in app.core.traces.models  # nothing of its own left: the global settings' again
 
 
-# Every bad setting: Triton's status and words on REST, its code and words on gRPC (Triton 2.51's handlers).
+# Every bad setting: Triton's words on REST, its code and words on gRPC (Triton 2.51's handlers); a JSON value
+# of the wrong kind is 400 here, where Triton's TritonJson answers 500: a malformed request is a client's error.
 REST_REFUSALS = [
     ({"trace_file": "/tmp/anywhere.json"}, 501, trace_settings.FILE_REFUSED),
     ({"trace_file": None}, 501, trace_settings.FILE_REFUSED),
-    ({"trace_level": "TIMESTAMPS"}, 500, "attempt to access JSON non-array as array"),
-    ({"trace_level": [1]}, 500, "attempt to access JSON non-string as string"),
+    ({"trace_level": "TIMESTAMPS"}, 400, "attempt to access JSON non-array as array"),
+    ({"trace_level": [1]}, 400, "attempt to access JSON non-string as string"),
     ({"trace_level": ["OFF", "TIMESTAMPS"]}, 400, "Expect only one trace level 'OFF' is specified"),
     (
         {"trace_level": ["TIMESTAMP"]},
         400,
         "unknown trace level 'TIMESTAMP'; the levels are OFF, TIMESTAMPS and TENSORS",
     ),
-    ({"trace_rate": 5}, 500, "attempt to access JSON non-string as string"),
+    ({"trace_rate": 5}, 400, "attempt to access JSON non-string as string"),
     ({"trace_rate": "five"}, 400, "Unable to parse 'trace_rate', got: five"),
     ({"trace_rate": "-1"}, 400, "Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: -1"),
     (
