@@ -34,7 +34,7 @@ def printed(recipe: str) -> str:
 
 
 def test_the_page_has_its_recipes() -> None:
-    assert set(RECIPES) == {"models", "serve", "client", "curl", "fastapi", "lambda"}
+    assert set(RECIPES) == {"install", "models", "serve", "client", "curl", "fastapi", "lambda"}
 
 
 @pytest.fixture()
