@@ -391,3 +391,32 @@ async def test_a_model_file_of_the_repository_is_a_step_like_any_model(tmp_path:
         assert response.status_code == 200, response.text
         assert np.allclose(response.json()["outputs"][0]["data"], pca.transform(rows).sum(axis=1))
         assert (await stats(http))["pca"]["execution_count"] == 1
+
+
+async def test_a_traced_ensemble_request_is_one_trace_its_steps_spans_under_its_own(tmp_path: Path) -> None:
+    """As Triton traces an ensemble: the ensemble's request, and each composing model's as its child; the steps
+    follow the ensemble request's sampling (one in two here), never sampled on their own."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    write_ensemble(tmp_path, "pipe", ensemble_config("pipe", CHAIN))
+    app = oip_app(dict(CODE), model_repository=tmp_path, tracing={"level": "TIMESTAMPS", "rate": 2})
+    app.core.respond.tracer = provider.get_tracer("oip_asgi")  # the test's own provider
+    async with client(app) as http:
+        await app.load()
+        for _ in range(2):  # the first not traced, nor its steps; the second traced, and its steps
+            assert (await http.post("/models/pipe/infer", json=body(IN=[1]))).status_code == 200
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    assert sorted(spans) == ["oip.model add", "oip.model double", "oip.model pipe"]
+    assert len(exporter.get_finished_spans()) == 3
+    ensemble = spans["oip.model pipe"].context
+    for step in ("add", "double"):
+        parent = spans[f"oip.model {step}"].parent
+        assert parent is not None and parent.span_id == ensemble.span_id
+        assert spans[f"oip.model {step}"].context.trace_id == ensemble.trace_id
+    exporter.shutdown()
