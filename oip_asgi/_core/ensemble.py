@@ -340,6 +340,7 @@ class _StepExchange:
     __slots__ = ("batch", "inputs", "outlet", "request", "responses", "result")
     endpoint = "an ensemble's step"
     received = sent = 0
+    follows_parent_trace = True  # traced when the ensemble's request is, never sampled on its own (responding.py)
 
     def __init__(self, inputs: Tensors, request: DecodedRequest, outputs: list[RequestedOutput], batch: int) -> None:
         self.inputs = inputs

@@ -134,7 +134,7 @@ class Responder:
                 raise TracingUnavailable(f"the server does not support tracing: {exc}") from None
 
     async def _traced_once(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Response:
-        level = _sampled(self.traces, model)
+        level = _sampled(self.traces, model, exchange)
         token = _PARENT_LEVEL.set(level)  # the requests it makes (an ensemble's steps) follow its sampling
         try:
             if not level:
@@ -183,7 +183,7 @@ class Responder:
             return await self.once(model, exchange, times)
         if not self.traced:
             return await self._stream(model, exchange, times, ())
-        level = _sampled(self.traces, model)
+        level = _sampled(self.traces, model, exchange)
         token = _PARENT_LEVEL.set(level)  # the requests it makes (an ensemble's steps) follow its sampling
         try:
             return await self._stream(model, exchange, times, level)
@@ -244,14 +244,15 @@ class Responder:
         return None
 
 
-# The trace levels of the request being answered, for the requests it makes (an ensemble's steps): as in Triton,
-# those are traced when it is (a child's trace), never sampled on their own; None outside any request.
+# The trace levels of the request being answered, for the requests it makes whose exchange says
+# `follows_parent_trace` (an ensemble's steps): as in Triton, those are traced when it is (a child's trace),
+# never sampled on their own. None outside any request; a BLS request (which does not say it) is sampled.
 _PARENT_LEVEL: ContextVar[tuple[str, ...] | None] = ContextVar("oip_asgi_parent_trace_level", default=None)
 
 
-def _sampled(traces: TraceSettings, model: ServedModel) -> tuple[str, ...]:
-    """The levels `model`'s request is traced at: its parent request's, or (a client's request) as sampled."""
-    inherited = _PARENT_LEVEL.get()
+def _sampled(traces: TraceSettings, model: ServedModel, exchange: Exchange[Any]) -> tuple[str, ...]:
+    """The levels `model`'s request is traced at: its parent request's (an ensemble's step), else as sampled."""
+    inherited = _PARENT_LEVEL.get() if getattr(exchange, "follows_parent_trace", False) else None
     return traces.sample(model.name) if inherited is None else inherited
 
 
