@@ -28,6 +28,7 @@ import msgspec
 import numpy as np
 
 from .._declarations.errors import BadRequest, NotFound, OIPError, quoted
+from .request import DecodedRequest
 from .tensors import array_from_binary, binary_chunks, binary_size
 from .unsupported import Unsupported
 
@@ -285,6 +286,25 @@ def placement(tensor: str, region: str | None, offset: int | None, byte_size: in
     if byte_size is None:
         raise BadRequest(f"'{BYTE_SIZE}' must be specified with '{REGION}' parameter for tensor {quoted(tensor)}")
     return Place(region, 0 if offset is None else offset, byte_size)
+
+
+def hold_regions(
+    memory: SharedMemory, request: DecodedRequest, model: str, inputs: Sequence[tuple[str, str, list[int], Place]]
+) -> None:
+    """Look up the regions of the request's outputs placed in shared memory (each `RequestedOutput.placed`, a
+    `Place`, becomes its `Slice`) and read its `inputs` placed there (name, datatype, shape, place): the regions
+    held by the request until it is responded to, or released again if one fails."""
+    request.held = holds = Holds()
+    try:
+        for output in request.outputs or ():
+            if output.placed is not None:
+                place: Place = output.placed
+                output.placed = memory.slice(holds, place.region, place.offset, place.byte_size)
+        for name, datatype, shape, place in inputs:
+            request.inputs[name] = read_input(memory, holds, model, name, datatype, shape, place)
+    except BaseException:
+        holds.release()
+        raise
 
 
 def read_input(

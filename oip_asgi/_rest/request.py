@@ -13,7 +13,7 @@ import numpy as np
 from .._core.checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
 from .._core.request import DecodedRequest, RequestedOutput
 from .._core.serving import ServedModel
-from .._core.shared_memory import Holds, Place, SharedMemory, placement, read_input
+from .._core.shared_memory import Place, SharedMemory, hold_regions, placement
 from .._core.tensors import array_from_binary
 from .._declarations.errors import BadRequest, PayloadTooLarge, quoted
 from .body import BodyReader
@@ -93,7 +93,9 @@ async def read_request(
             )
 
     if placed or places_outputs:  # the regions held from here until the request is responded to
-        _take_regions(decoded, model, memory, placed)
+        hold_regions(
+            memory, decoded, model.name, [(tensor.name, tensor.datatype, tensor.shape, at) for tensor, at in placed]
+        )
     try:
         # Binary tensors follow the header in input order; each is copied once, into its own array.
         for tensor, size in sizes:
@@ -111,26 +113,6 @@ async def read_request(
     if sizes or placed:  # keep the request's input order, whichever way each input came
         decoded.inputs = {tensor.name: decoded.inputs[tensor.name] for tensor in request.inputs}
     return decoded
-
-
-def _take_regions(
-    decoded: DecodedRequest, model: ServedModel, memory: SharedMemory, placed: list[tuple[RequestInput, Place]]
-) -> None:
-    """Look up the regions of the outputs placed in shared memory, and read the inputs placed there; the regions
-    held by the request, or released again if one fails."""
-    decoded.held = holds = Holds()
-    try:
-        for output in decoded.outputs or ():
-            if output.placed is not None:
-                place: Place = output.placed
-                output.placed = memory.slice(holds, place.region, place.offset, place.byte_size)
-        for tensor, place in placed:
-            decoded.inputs[tensor.name] = read_input(
-                memory, holds, model.name, tensor.name, tensor.datatype, tensor.shape, place
-            )
-    except BaseException:
-        holds.release()
-        raise
 
 
 def _place(tensor: RequestInput, size: int | None) -> Place:
