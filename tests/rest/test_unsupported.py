@@ -1,5 +1,6 @@
-"""Triton's extensions this server does not offer (shared memory, trace settings, log settings) say so on both
-wires, with what to do instead: Triton's UNSUPPORTED, HTTP 501 and gRPC UNIMPLEMENTED (issue 30)."""
+"""Triton's extensions this server does not offer (registering CUDA shared memory, trace settings, log settings)
+say so on both wires, with what to do instead: Triton's UNSUPPORTED, HTTP 501 and gRPC UNIMPLEMENTED (issue 30).
+CUDA shared memory's status and unregister answer as a Triton without GPUs does (tests/rest/test_shared_memory.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,7 @@ from tests.support.grpc import grpc_server
 
 # Triton's paths of each (its clients' calls, as tritonclient.http sends them), and what the answer must name.
 PATHS = [
-    ("GET", "/v2/systemsharedmemory/status", "system shared memory"),
-    ("GET", "/v2/systemsharedmemory/region/input0/status", "system shared memory"),
-    ("POST", "/v2/systemsharedmemory/region/input0/register", "system shared memory"),
-    ("POST", "/v2/systemsharedmemory/unregister", "system shared memory"),
-    ("GET", "/v2/cudasharedmemory/status", "CUDA shared memory"),
-    ("POST", "/v2/cudasharedmemory/region/output0/unregister", "CUDA shared memory"),
+    ("POST", "/v2/cudasharedmemory/region/output0/register", "CUDA shared memory"),
     ("GET", "/v2/trace/setting", "trace extension"),
     ("POST", "/v2/models/identity/trace/setting", "trace extension"),
     ("GET", "/v2/logging", "logging extension"),
@@ -29,8 +25,7 @@ PATHS = [
 ]
 # What each tells a client to do instead.
 INSTEAD = {
-    "system shared memory": "set_data_from_numpy(array, binary_data=True)",
-    "CUDA shared memory": "set_data_from_numpy(array, binary_data=True)",
+    "CUDA shared memory": "use system shared memory (tritonclient.utils.shared_memory",
     "trace extension": "oip_app(tracing=True)",
     "logging extension": "'oip_asgi' logger",
 }
@@ -62,17 +57,13 @@ def test_rest_another_method_on_such_a_path_is_405() -> None:
 @pytest.mark.parametrize("group", ["shared-memory", "trace", "logging"])
 def test_rest_such_paths_are_behind_their_restricted_group(group: str) -> None:
     app = oip_app(models, restricted_apis=[f"{group}:admin-key=k"])
-    path = {"shared-memory": "/cudasharedmemory/status", "trace": "/trace/setting", "logging": "/logging"}[group]
+    path = {"shared-memory": "/cudasharedmemory/register", "trace": "/trace/setting", "logging": "/logging"}[group]
     assert request(app, "GET", path).status_code == 403
     assert request(app, "GET", path, {"admin-key": "k"}).status_code == 501
 
 
 def test_grpc_answers_triton_s_rpcs_unimplemented_saying_what_instead() -> None:
-    assert set(UNOFFERED) == {
-        "SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
-        "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
-        "TraceSetting", "LogSettings",
-    }  # fmt: skip
+    assert set(UNOFFERED) == {"CudaSharedMemoryRegister", "TraceSetting", "LogSettings"}
     with grpc_server(oip_app(models)) as address, grpc.insecure_channel(address) as channel:
         for name, (group, _) in UNOFFERED.items():
             with pytest.raises(grpc.RpcError) as refused:
@@ -102,7 +93,7 @@ def test_grpc_such_rpcs_are_behind_their_restricted_group() -> None:
 
 @pytest.mark.slow
 def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None:
-    """tritonclient's shared-memory, trace and log calls, over both wires, against `oip-asgi serve --http-port`."""
+    """tritonclient's CUDA shared-memory, trace and log calls, over both wires, against `oip-asgi serve --http-port`."""
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
@@ -116,10 +107,9 @@ def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None
         rpc = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
         try:
             calls = {
-                "system shared memory": [http.get_system_shared_memory_status, rpc.get_system_shared_memory_status],
                 "CUDA shared memory": [
-                    lambda: http.unregister_cuda_shared_memory("r"),
-                    rpc.get_cuda_shared_memory_status,
+                    lambda: http.register_cuda_shared_memory("r", "AAAA", 0, 8),
+                    lambda: rpc.register_cuda_shared_memory("r", b"\0" * 64, 0, 8),
                 ],
                 "trace extension": [http.get_trace_settings, rpc.get_trace_settings],
                 "logging extension": [http.get_log_settings, rpc.get_log_settings],
