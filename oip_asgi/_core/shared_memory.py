@@ -326,12 +326,29 @@ def read_input(
     return array_from_binary(name, datatype, shape, where.read())
 
 
-def write_output(where: Slice, name: str, array: np.ndarray, datatype: str) -> None:
-    """The output `name` written into its region, as binary data (BYTES with each element's 4-byte length)."""
+@dataclass(slots=True, frozen=True)
+class Written:
+    """An output ready to go into its place: checked to fit, written by `write`."""
+
+    where: Slice
+    parts: list[bytes | memoryview]
+    size: int
+
+    def write(self) -> None:
+        self.where.write(self.parts, self.size)
+
+
+def output_to_write(where: Slice, name: str, array: np.ndarray, datatype: str) -> Written:
+    """The output `name` as binary data (BYTES with each element's 4-byte length) checked to fit its place; a
+    request writes its outputs once all of them fit, so that a refused one writes none."""
     size, parts = binary_chunks(array, datatype)
     if size > where.byte_size:  # Triton's words
         raise BadRequest(
             f"shared memory size specified with the request for output {quoted(name)} ({where.byte_size} bytes) "
             f"should be at least {size} bytes to hold the results"
         )
-    where.write(parts, size)
+    return Written(where, parts, size)
+
+
+def write_output(where: Slice, name: str, array: np.ndarray, datatype: str) -> None:
+    output_to_write(where, name, array, datatype).write()

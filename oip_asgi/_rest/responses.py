@@ -16,7 +16,7 @@ from starlette.types import Send
 from .._core.inference import OutputTensor
 from .._core.request import DecodedRequest
 from .._core.serving import ServedModel
-from .._core.shared_memory import write_output
+from .._core.shared_memory import Written, output_to_write
 from .._core.tensors import binary_chunks
 from .._declarations.errors import ClientDisconnected, OIPError
 from .._http.routing import SendFailed as SendFailed  # raised here, caught at the router's boundary
@@ -133,9 +133,10 @@ def inference_response(
     """
     items: list[ResponseOutput] = []
     binary: list[bytes | memoryview] = []
+    placed: list[Written] = []
     for output in outputs:
         if output.requested is not None and output.requested.placed is not None:
-            write_output(output.requested.placed, output.name, output.array, output.datatype)
+            placed.append(output_to_write(output.requested.placed, output.name, output.array, output.datatype))
             items.append(
                 ResponseOutput(
                     name=output.name,
@@ -159,6 +160,8 @@ def inference_response(
                     name=output.name, datatype=output.datatype, shape=shape, parameters=output.parameters, data=data
                 )
             )
+    for written in placed:  # once every output fits its place
+        written.write()
     response = InferenceResponse(
         model_name=model.name, model_version=model.version, id=request.id, parameters=parameters, outputs=items
     )

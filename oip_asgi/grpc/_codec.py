@@ -26,9 +26,10 @@ from .._core.shared_memory import (
     REGION,
     Place,
     SharedMemory,
+    Written,
     hold_regions,
+    output_to_write,
     placement,
-    write_output,
 )
 from .._core.tensors import array_from_binary, binary_chunks, miscount, out_of_range
 from .._declarations.datatypes import native_dtype
@@ -426,12 +427,13 @@ def encode_response(
     model_name = f"model '{model.name}' returned "
     _set_parameters(response.parameters, parameters, f"{model_name}response ")
     raw: list[Any] = []
+    placed: list[Written] = []
     for output in reply.outputs:
         tensor = response.outputs.add(name=output.name, datatype=output.datatype, shape=output.array.shape)
         _set_parameters(tensor.parameters, output.parameters, f"{model_name}output '{output.name}' ")
         if output.requested is not None and output.requested.placed is not None:
             # Written into its region; answered without data, as Triton answers it (an empty raw content).
-            write_output(output.requested.placed, output.name, output.array, output.datatype)
+            placed.append(output_to_write(output.requested.placed, output.name, output.array, output.datatype))
             if not typed:
                 raw.append(b"")
         elif typed:
@@ -445,6 +447,8 @@ def encode_response(
         else:
             _, chunks = binary_chunks(output.array, output.datatype)
             raw.append(chunks[0])
+    for written in placed:  # once every output fits its place
+        written.write()
     return response, raw
 
 
