@@ -214,60 +214,40 @@ def decode_request(
 
     if not raw:
         raw = request.raw_input_contents
+    items = inputs  # those whose data the message carries
     if placed or places_outputs:
         if memory is None:
             raise BadRequest("this server holds no shared memory regions")
-        _decode_with_regions(decoded, model, memory, inputs, placed, raw)
-    elif len(raw):
-        with_contents = next((item.name for item in inputs if item.tensor.HasField("contents")), None)
-        if with_contents is not None:
-            # Triton's words first: clients match on them (its own examples read the error text).
-            raise BadRequest(
-                f"contents field must not be specified when using raw_input_contents for {quoted(with_contents)} "
-                f"for model {quoted(model.name)}; send every input one way"
-            )
-        if len(raw) != len(inputs):
-            raise BadRequest(
-                f"the request has {len(raw)} raw_input_contents for {len(inputs)} inputs; "
-                f"raw_input_contents[i] holds inputs[i]{_without_contents(inputs[len(raw) :])}"
-            )
-        for item, content in zip(inputs, raw, strict=True):
-            decoded.inputs[item.name] = _raw_input(item, content)
-    else:
-        for item in inputs:
-            decoded.inputs[item.name] = _typed_input(item)
-    return decoded, typed
-
-
-def _decode_with_regions(
-    decoded: DecodedRequest,
-    model: ServedModel,
-    memory: SharedMemory,
-    inputs: list[_Input],
-    placed: list[tuple[_Input, Place]],
-    raw: Sequence[bytes | memoryview],
-) -> None:
-    """A request some of whose tensors are in shared memory; raw_input_contents hold the others', in order."""
-    hold_regions(memory, decoded, model.name, [(item.name, item.datatype, item.shape, at) for item, at in placed])
-    try:
+        hold_regions(memory, decoded, model.name, [(item.name, item.datatype, item.shape, at) for item, at in placed])
         names = {item.name for item, _ in placed}
-        others = [item for item in inputs if item.name not in names]
+        items = [item for item in inputs if item.name not in names]
+    try:
         if len(raw):
-            if len(raw) != len(others):
+            with_contents = next((item.name for item in items if item.tensor.HasField("contents")), None)
+            if with_contents is not None:
+                # Triton's words first: clients match on them (its own examples read the error text).
                 raise BadRequest(
-                    f"the request has {len(raw)} raw_input_contents for the {len(others)} inputs not in shared "
-                    f"memory; raw_input_contents[i] holds the i-th of them{_without_contents(others[len(raw) :])}"
+                    f"contents field must not be specified when using raw_input_contents for {quoted(with_contents)} "
+                    f"for model {quoted(model.name)}; send every input one way"
                 )
-            for item, content in zip(others, raw, strict=True):
+            if len(raw) != len(items):
+                some = "" if items is inputs else " not in shared memory"
+                raise BadRequest(
+                    f"the request has {len(raw)} raw_input_contents for {len(items)} inputs{some}; "
+                    f"raw_input_contents[i] holds inputs[i]{_without_contents(items[len(raw) :])}"
+                )
+            for item, content in zip(items, raw, strict=True):
                 decoded.inputs[item.name] = _raw_input(item, content)
         else:
-            for item in others:
+            for item in items:
                 decoded.inputs[item.name] = _typed_input(item)
     except BaseException:
-        assert decoded.held is not None
-        decoded.held.release()
+        if decoded.held is not None:
+            decoded.held.release()
         raise
-    decoded.inputs = {item.name: decoded.inputs[item.name] for item in inputs}
+    if placed:  # the request's input order, whichever way each came
+        decoded.inputs = {item.name: decoded.inputs[item.name] for item in inputs}
+    return decoded, typed
 
 
 def _place(tensor: Any, name: str) -> Place | None:
