@@ -138,6 +138,13 @@ class ServerCore:
 
             register(self.served.all, metrics)
 
+    def offer_no_shared_memory(self, reason: str) -> None:
+        """Answer system shared memory's calls with a 501 saying `reason`, and list it no more (the serve command's
+        worker processes: each would hold regions of its own)."""
+        self.shared_memory.unavailable = reason
+        extensions = listed(repository=self.control is not None, shared_memory=False)
+        self.server_metadata = ServerMetadata(self.server_metadata.name, __version__, extensions)
+
     def _served(self, name: str, versions: Sequence[Model], config: dict[str, Any] | None = None) -> list[ServedModel]:
         return [ServedModel(name, model, self.pool, config) for model in versions]
 

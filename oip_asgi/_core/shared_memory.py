@@ -138,6 +138,8 @@ def object_name(key: str) -> str | None:
 
 def _available() -> str:
     """Why this platform has no POSIX shared memory to register; empty where it has."""
+    if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        return "AWS Lambda shares no memory with its clients (and has no /dev/shm)"
     if not sys.platform.startswith("linux"):
         return f"this server maps POSIX shared memory through {DIRECTORY}, which {sys.platform} does not have"
     if not os.path.isdir(DIRECTORY):  # AWS Lambda, some sandboxes
@@ -152,7 +154,7 @@ class SharedMemory:
         self.unavailable = _available() if unavailable is None else unavailable
         self._regions: dict[str, Region] = {}
 
-    def _check_available(self) -> None:
+    def check_available(self) -> None:
         if self.unavailable:
             raise Unsupported(
                 f"system shared memory is not available here: {self.unavailable}; send the tensors in the "
@@ -160,7 +162,7 @@ class SharedMemory:
             )
 
     def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
-        self._check_available()
+        self.check_available()
         if not name:
             raise BadRequest("'region name' is necessary to register system shared memory region")
         if name in self._regions:
@@ -192,7 +194,7 @@ class SharedMemory:
         self._regions[name] = Region(name, key, offset, byte_size, fd)
 
     def status(self, name: str | None = None) -> list[RegionStatus]:
-        self._check_available()
+        self.check_available()
         if not name:
             return [region.status() for region in self._regions.values()]
         region = self._regions.get(name)
@@ -202,7 +204,7 @@ class SharedMemory:
 
     def unregister(self, name: str | None = None) -> None:
         """Unregister `name` (nothing to do for one not registered, as in Triton), or every region (None)."""
-        self._check_available()
+        self.check_available()
         if name:
             region = self._regions.get(name)
             if region is not None:
@@ -239,7 +241,7 @@ class SharedMemory:
 
     def slice(self, holds: Holds, name: str, offset: int, byte_size: int) -> Slice:
         """Where a tensor is, checked against its region (Triton's words), the region held by `holds`."""
-        self._check_available()
+        self.check_available()
         region = self._regions.get(name)
         if region is None:
             raise NotFound(f"Unable to find shared memory region: {quoted(name)}")

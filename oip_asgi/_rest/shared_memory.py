@@ -29,6 +29,7 @@ def shared_memory_endpoints(core: ServerCore, read_body: ReadBody) -> dict[str, 
         await send_json(send, 200, memory.status(match.group("region")))
 
     async def register(scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        memory.check_available()  # before the body: a server without shared memory says so, whatever is sent
         name = match.groupdict().get("region") or ""
         request = await read_body(scope, receive, RegisterRequest)
         for field in ("key", "byte_size"):  # Triton's words
