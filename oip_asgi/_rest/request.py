@@ -19,7 +19,7 @@ from .._declarations.errors import BadRequest, PayloadTooLarge, quoted
 from .body import BodyReader
 from .json_request import decode_request, input_parameters
 from .json_tensors import array_from_json
-from .schemas import InferenceRequest, RequestInput, RequestOutput
+from .schemas import InferenceRequest, InputParameters, OutputParameters, RequestInput, RequestOutput
 
 
 async def read_request(
@@ -125,12 +125,17 @@ def _place(tensor: RequestInput, size: int | None) -> Place:
             f"'shared_memory_region' in 'parameters'. But set{given} 'shared_memory_region' "
             f"(input {quoted(tensor.name)})"
         )
-    found = placement(
-        tensor.name,
+    return _placed(tensor.name, parameters)
+
+
+def _placed(name: str, parameters: InputParameters | OutputParameters) -> Place:
+    """The place a tensor's parameters name (they name a region)."""
+    region, offset, size = (
         parameters.shared_memory_region,
         parameters.shared_memory_offset,
         parameters.shared_memory_byte_size,
     )
+    found = placement(name, region, offset, size)
     assert found is not None
     return found
 
@@ -177,14 +182,7 @@ def _output_place(output: RequestOutput) -> Place:
         raise BadRequest("Output can't set both 'shared_memory_region' and 'classification'")
     if parameters.binary_data:
         raise BadRequest("Output can't set both 'shared_memory_region' and 'binary_data'")
-    found = placement(
-        output.name,
-        parameters.shared_memory_region,
-        parameters.shared_memory_offset,
-        parameters.shared_memory_byte_size,
-    )
-    assert found is not None
-    return found
+    return _placed(output.name, parameters)
 
 
 def _binary_outputs(request: InferenceRequest) -> bool:
