@@ -259,3 +259,11 @@ def test_the_number_of_regions_is_bounded(memory: SharedMemory, block: Object, m
     memory.register("b", block.key, 0, 8)
     with pytest.raises(BadRequest, match="2 regions are registered already"):
         memory.register("c", block.key, 0, 8)
+
+
+def test_on_aws_lambda_there_is_no_shared_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "oip")
+    memory = SharedMemory()
+    assert memory.unavailable == "AWS Lambda shares no memory with its clients (and has no /dev/shm)"
+    with pytest.raises(Unsupported, match="^system shared memory is not available here: AWS Lambda"):
+        memory.status()
