@@ -2,7 +2,7 @@
 the body, and against Triton 2.51 through system shared memory, on the same model (issue 39).
 
     flock /work/bench.lock .venv/bin/python bench/run.py --workloads W13 --rounds 3 --seconds 3
-    .venv/bin/python bench/run.py --workloads W13 --quick      # 1 round, 1 s windows
+    .venv/bin/python bench/run.py --workloads W13 --quick      # 1 round, windows of 5 requests (16 at c=8)
 
 Run with an interpreter that has oip-asgi's `[grpc,test]` dependencies; perf_analyzer comes from
 `bench/perf_analyzer.py --setup-only`, Triton from nvidia-pytriton 0.7.0 in bench/.peers/pytriton (as W12's).
@@ -10,7 +10,8 @@ Run with an interpreter that has oip-asgi's `[grpc,test]` dependencies; perf_ana
 One repository holds one model, `identity`: a Triton Python model (FP32 [-1] in, the same array out), served by
 `oip-asgi serve --model-repository` (ours, through the Python-backend shim) and by `tritonserver` with its Python
 backend (triton). perf_analyzer sends INPUT0 of 4,194,304 floats (16 MiB) and asks for OUTPUT0 back, over REST and
-gRPC at c=1 and c=8, in three ways:
+gRPC at c=1 and c=8 (three windows of 5 requests per second of `--seconds`, at least 2 per connection), in three
+ways:
 
 - shm: `--shared-memory system`: input and output in regions perf_analyzer registers (ours and triton);
 - body: the same tensors in the request and the response (REST's binary data, gRPC's raw contents; ours).
@@ -106,12 +107,28 @@ def check(server: procs.Server) -> None:
                 client.infer("identity", [tensor], outputs=[output])
                 if not np.array_equal(shm.get_contents_as_numpy(handles[1], np.float32, [ELEMENTS]), data):
                     raise RuntimeError(f"wrong answer over {module.__name__}")
-                client.unregister_system_shared_memory()
+                unregister(client)
             finally:
                 client.close()
     finally:
         for handle in handles:
             shm.destroy_shared_memory_region(handle)
+
+
+def unregister(client: Any) -> None:
+    """Unregister every region; Triton 2.51's gRPC frontend holds a request's regions until it has released the
+    response, a moment after the client has it ("Failed to unregister ..."): asked again until it lets go (10 s)."""
+    from tritonclient.utils import InferenceServerException
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.unregister_system_shared_memory()
+            return
+        except InferenceServerException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def inferences(server: procs.Server) -> int:
@@ -122,14 +139,22 @@ def inferences(server: procs.Server) -> int:
     return int(entry["inference_count"])
 
 
+def requests(c: int, seconds: float) -> int:
+    """How many requests make a window: 5 per second of `--seconds`, at least 2 per connection."""
+    return max(2 * c, round(5 * seconds))
+
+
 def perf_analyzer(server: procs.Server, series: str, wire: str, c: int, seconds: float) -> float:
-    """perf_analyzer's throughput (infer/s) over three windows of `seconds` (any variation between them taken)."""
+    """perf_analyzer's throughput (infer/s) over three windows of `requests(c, seconds)` requests each, whatever
+    their spread (`-s 1000`): a 16 MiB body over REST runs at a few requests a second, too few for windows of time to
+    be stable, and `--request-count`'s throughput is the count over one second, not over the time taken."""
     address = f"127.0.0.1:{server.port if wire == 'rest' else server.ports['--grpc-port']}"
     memory = ["--shared-memory", "system", "--output-shared-memory-size", str(4 * ELEMENTS)] if series == "shm" else []
     command = [
         "taskset", "-c", str(procs.LOAD_CORE), str(PERF_ANALYZER / "bin" / "perf_analyzer"), "-m", "identity",
         "-u", address, "-i", "http" if wire == "rest" else "grpc", "--shape", f"INPUT0:{ELEMENTS}", *memory,
-        "--concurrency-range", str(c), "-p", str(int(seconds * 1000)), "-s", "100", "-r", "3",
+        "--concurrency-range", str(c), "--measurement-mode", "count_windows",
+        "--measurement-request-count", str(requests(c, seconds)), "-s", "1000", "-r", "3",
     ]  # fmt: skip
     environment = {"LD_LIBRARY_PATH": str(PERF_ANALYZER / "lib")}
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment, check=False)
@@ -226,5 +251,6 @@ def main(argv: list[str]) -> None:
     markdown += "\n\n" + report.targets_table(rows).replace(
         "| target | ours |", "| ratio (median of the per-round ratios) | value |"
     )
-    title = f"W13 ({args.rounds} rounds, {args.seconds:g} s windows; load average before/after: {' / '.join(loadavg)})"
+    load = " / ".join(loadavg)
+    title = f"W13 ({args.rounds} rounds, windows of {requests(1, args.seconds)} requests; load {load})"
     report.write(args.results, "w13", title, document, markdown)
