@@ -49,6 +49,8 @@ NAMES = {
         "SystemSharedMemory",
         "systemsharedmemory",
     ],
+    "logging": ["logging extension", "LogSettings", "/v2/logging", "log settings"],
+    "trace": ["trace extension", "TraceSetting", "/trace/setting", "trace settings"],
     "perf_analyzer": ["perf_analyzer"],
 }
 ABSENT = re.compile(

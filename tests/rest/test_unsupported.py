@@ -1,6 +1,7 @@
-"""Triton's extensions this server does not offer (registering CUDA shared memory, trace settings, log settings)
-say so on both wires, with what to do instead: Triton's UNSUPPORTED, HTTP 501 and gRPC UNIMPLEMENTED (issue 30).
-CUDA shared memory's status and unregister answer as a Triton without GPUs does (tests/rest/test_shared_memory.py)."""
+"""Triton's extensions this server does not offer (registering CUDA shared memory) say so on both wires, with what
+to do instead: Triton's UNSUPPORTED, HTTP 501 and gRPC UNIMPLEMENTED (issue 30). CUDA shared memory's status and
+unregister answer as a Triton without GPUs does (tests/rest/test_shared_memory.py); the trace and log settings are
+served since issue 39 (tests/core/test_trace_settings.py, tests/core/test_log_settings.py)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,10 @@ from tests.support.grpc import grpc_server
 # Triton's paths of each (its clients' calls, as tritonclient.http sends them), and what the answer must name.
 PATHS = [
     ("POST", "/v2/cudasharedmemory/region/output0/register", "CUDA shared memory"),
-    ("GET", "/v2/trace/setting", "trace extension"),
-    ("POST", "/v2/models/identity/trace/setting", "trace extension"),
-    ("GET", "/v2/logging", "logging extension"),
-    ("POST", "/v2/logging", "logging extension"),
 ]
 # What each tells a client to do instead.
 INSTEAD = {
     "CUDA shared memory": "use system shared memory (tritonclient.utils.shared_memory",
-    "trace extension": "oip_app(tracing=True)",
-    "logging extension": "'oip_asgi' logger",
 }
 
 
@@ -49,21 +44,19 @@ def test_rest_says_the_extension_is_not_offered_and_what_instead(method: str, pa
 
 
 def test_rest_another_method_on_such_a_path_is_405() -> None:
-    response = request(oip_app(models), "DELETE", "/logging")
+    response = request(oip_app(models), "DELETE", "/cudasharedmemory/status")
     assert response.status_code == 405
     assert response.headers["allow"] == "GET, POST"
 
 
-@pytest.mark.parametrize("group", ["shared-memory", "trace", "logging"])
-def test_rest_such_paths_are_behind_their_restricted_group(group: str) -> None:
-    app = oip_app(models, restricted_apis=[f"{group}:admin-key=k"])
-    path = {"shared-memory": "/cudasharedmemory/register", "trace": "/trace/setting", "logging": "/logging"}[group]
-    assert request(app, "GET", path).status_code == 403
-    assert request(app, "GET", path, {"admin-key": "k"}).status_code == 501
+def test_rest_such_paths_are_behind_their_restricted_group() -> None:
+    app = oip_app(models, restricted_apis=["shared-memory:admin-key=k"])
+    assert request(app, "GET", "/cudasharedmemory/register").status_code == 403
+    assert request(app, "GET", "/cudasharedmemory/register", {"admin-key": "k"}).status_code == 501
 
 
 def test_grpc_answers_triton_s_rpcs_unimplemented_saying_what_instead() -> None:
-    assert set(UNOFFERED) == {"CudaSharedMemoryRegister", "TraceSetting", "LogSettings"}
+    assert set(UNOFFERED) == {"CudaSharedMemoryRegister"}
     with grpc_server(oip_app(models)) as address, grpc.insecure_channel(address) as channel:
         for name, (group, _) in UNOFFERED.items():
             with pytest.raises(grpc.RpcError) as refused:
@@ -71,8 +64,7 @@ def test_grpc_answers_triton_s_rpcs_unimplemented_saying_what_instead() -> None:
             assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED, name
             details = refused.value.details()
             assert details is not None and details.startswith("this server does not offer Triton's"), name
-            what = {"shared-memory": "shared memory", "trace": "trace extension", "logging": "logging extension"}
-            assert what[group] in details, name
+            assert "shared memory" in details, name
             assert GROUPS[name] == group
         with pytest.raises(grpc.RpcError) as unknown:  # an RPC Triton does not have either stays grpcio's
             channel.unary_unary(f"/{SERVICE}/NoSuchCall")(b"", timeout=10)
@@ -80,9 +72,9 @@ def test_grpc_answers_triton_s_rpcs_unimplemented_saying_what_instead() -> None:
 
 
 def test_grpc_such_rpcs_are_behind_their_restricted_group() -> None:
-    with grpc_server(oip_app(models), restricted_protocols=["trace:k=v"]) as address:
+    with grpc_server(oip_app(models), restricted_protocols=["shared-memory:k=v"]) as address:
         with grpc.insecure_channel(address) as channel:
-            call = channel.unary_unary(f"/{SERVICE}/TraceSetting")
+            call = channel.unary_unary(f"/{SERVICE}/CudaSharedMemoryRegister")
             with pytest.raises(grpc.RpcError) as refused:
                 call(b"", timeout=10)
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -93,7 +85,7 @@ def test_grpc_such_rpcs_are_behind_their_restricted_group() -> None:
 
 @pytest.mark.slow
 def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None:
-    """tritonclient's CUDA shared-memory, trace and log calls, over both wires, against `oip-asgi serve --http-port`."""
+    """tritonclient's CUDA shared-memory register, over both wires, against `oip-asgi serve --http-port`."""
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
@@ -111,8 +103,6 @@ def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None
                     lambda: http.register_cuda_shared_memory("r", "AAAA", 0, 8),
                     lambda: rpc.register_cuda_shared_memory("r", b"\0" * 64, 0, 8),
                 ],
-                "trace extension": [http.get_trace_settings, rpc.get_trace_settings],
-                "logging extension": [http.get_log_settings, rpc.get_log_settings],
             }
             for what, clients in calls.items():
                 for call in clients:
