@@ -44,6 +44,12 @@ NAMES = {
     "statistics": ["statistics extension", "ModelStatistics", "/stats"],
     "model_repository": ["model_repository", "model repository extension", "RepositoryIndex", "RepositoryModelLoad"],
     "model_repository(unload_dependents)": ["unload_dependents"],
+    "system_shared_memory": [
+        "system_shared_memory",
+        "system shared memory",
+        "SystemSharedMemory",
+        "systemsharedmemory",
+    ],
     "logging": ["logging extension", "LogSettings", "/v2/logging", "log settings"],
     "trace": ["trace extension", "TraceSetting", "/trace/setting", "trace settings"],
     "perf_analyzer": ["perf_analyzer"],
