@@ -108,10 +108,14 @@ class Responder:
         times.decoded = now()
         try:
             # The model's call inline, not in a helper coroutine: one frame fewer on the hot path.
-            if self._tracer is None:
-                result = await model(request, times)
-            else:
-                result = await self._traced(model, request, times)
+            try:
+                if self._tracer is None:
+                    result = await model(request, times)
+                else:
+                    result = await self._traced(model, request, times)
+            except asyncio.CancelledError:
+                request.cancelled = True  # the client left: a model that runs on sees it (is_cancelled())
+                raise
             returned = now()
             times.returned = True
             try:
@@ -141,7 +145,7 @@ class Responder:
             return await self.once(model, exchange, times)
         request = await exchange.decode(model)
         times.decoded = now()
-        steps = model.stream(request, times)
+        steps = await model.stream(request, times)
         span = None
         if self._tracer is not None:  # the whole stream, from its generator made to its end
             attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
@@ -178,6 +182,7 @@ class Responder:
             model.statistics.failed(times, now())
             raise
         except (ClientDisconnected, asyncio.CancelledError):
+            request.cancelled = True
             model.statistics.cancelled(times, now())  # as Triton counts a request cancelled while it runs
             raise
         finally:

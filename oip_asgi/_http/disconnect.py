@@ -1,13 +1,17 @@
 """Hearing the client leave while a streamed answer goes out, cancelling the request it answers, and ending
-that request quietly."""
+that request quietly; and, for a unary request whose model asks (`listen_when_asked`), marking it cancelled."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import threading
 from typing import Any, Protocol, TypeVar
 
 from starlette.types import Receive
 
+from .._core.request import DecodedRequest
 from .._core.responding import Exchange
 from .._core.server import ServerCore
 from .._declarations.errors import ClientDisconnected, OIPError
@@ -76,3 +80,57 @@ async def answer_streamed(
         await exchange.error(core.client_error(exc, where))
     finally:
         exchange.stop_watching()
+
+
+# How long a model's first ``is_cancelled()`` waits for the server's loop to have looked (only a loop stuck
+# for this long makes it answer before looking).
+FIRST_LOOK = 1.0
+
+
+class _Listener:
+    """Listens for a unary request's client to leave, from when its model first asks (`DecodedRequest.watch`):
+    a request whose model never asks costs no listening. Its ``http.disconnect`` marks the request cancelled."""
+
+    __slots__ = ("_lock", "_loop", "_receive", "_request", "_started")
+
+    def __init__(self, receive: Receive, request: DecodedRequest) -> None:
+        self._receive = receive
+        self._request = request
+        self._loop = asyncio.get_running_loop()
+        self._lock = threading.Lock()
+        self._started = False
+
+    def __call__(self) -> None:
+        """Start listening, from any thread; off the loop, return once it has looked (a client gone is known)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._loop.create_task(self._listen())
+            return
+        with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):  # the loop closed, or is stuck
+            asyncio.run_coroutine_threadsafe(self._first_look(), self._loop).result(FIRST_LOOK)
+
+    async def _first_look(self) -> None:
+        listening = asyncio.get_running_loop().create_task(self._listen())
+        await asyncio.sleep(0)  # its receive has run once: a client already gone has been heard
+        if listening.done():
+            return
+
+    async def _listen(self) -> None:
+        # After the body, the next message is the client's leaving (or, once the response went, the end).
+        with contextlib.suppress(Exception):
+            while (await self._receive())["type"] != "http.disconnect":
+                pass
+            self._request.cancelled = True
+
+
+def listen_when_asked(receive: Receive, request: DecodedRequest) -> DecodedRequest:
+    """`request` (read whole from `receive`), listening for its client's leaving once first asked."""
+    request.watch = _Listener(receive, request)
+    return request

@@ -61,7 +61,8 @@ class ModelImports:
 
     def package_module(self, file: Path) -> types.ModuleType:
         """The module model.py runs as: the package of its folders, which its relative imports look in."""
-        for name in [name for name in sys.modules if name.startswith(self.package + ".")]:
+        # (sys.modules copied at once: other models' threads import meanwhile)
+        for name in [name for name in list(sys.modules) if name.startswith(self.package + ".")]:
             del sys.modules[name]  # an earlier read's helpers: this read reads them afresh
         module = types.ModuleType(self.package)
         module.__file__ = str(file)
