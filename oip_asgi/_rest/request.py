@@ -12,6 +12,7 @@ import numpy as np
 
 from .._core.checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
 from .._core.request import DecodedRequest, RequestedOutput
+from .._core.reserved import rest_parameters
 from .._core.serving import ServedModel
 from .._core.tensors import array_from_binary
 from .._declarations.errors import BadRequest, PayloadTooLarge, quoted
@@ -53,7 +54,8 @@ async def read_request(
         declared = header_length
 
     check_inputs(model, request.inputs)
-    decoded = DecodedRequest({}, request.id, request.parameters or {}, _requested(request), _binary_outputs(request))
+    parameters, controls, binary = rest_parameters(request.parameters)  # what Triton's frontend takes, taken
+    decoded = DecodedRequest({}, request.id, parameters, _requested(request), binary, controls=controls)
     if model.model.takes_input_parameters:
         decoded.input_parameters = input_parameters(header)
     if decoded.outputs is not None:
@@ -125,13 +127,6 @@ def _requested(request: InferenceRequest) -> list[RequestedOutput] | None:
         else RequestedOutput(output.name, output.parameters.classification, output.parameters.binary_data)
         for output in request.outputs
     ]
-
-
-def _binary_outputs(request: InferenceRequest) -> bool:
-    value = (request.parameters or {}).get("binary_data_output", False)
-    if not isinstance(value, bool):
-        raise BadRequest(f"parameter binary_data_output must be a boolean, got {value!r}")
-    return value
 
 
 async def _read_raw_binary(reader: BodyReader, model: ServedModel) -> DecodedRequest:
