@@ -87,7 +87,7 @@ class _Exchange:
         return DecodedRequest(inputs, id=bls.id or None, parameters=bls.parameters, outputs=outputs)
 
     def encode(self, reply: Reply) -> BLSResponse:
-        return BLSResponse({output.name: output.array for output in reply.outputs}, reply.parameters)
+        return BLSResponse({output.name: output.array for output in reply.outputs}, reply.parameters, reply.last)
 
     async def send(self, response: BLSResponse) -> None:
         self.result = response

@@ -17,6 +17,7 @@ import msgspec
 
 from .._declarations.errors import ClientDisconnected, ModelError, OIPError
 from .._declarations.model import Outputs
+from .._declarations.result import Last
 from .inference import OutputTensor, model_outputs
 from .request import DecodedRequest
 from .serving import ServedModel, error_id
@@ -32,12 +33,14 @@ Response = TypeVar("Response")
 
 class Reply(msgspec.Struct, gc=False):
     """What a request's model gave, for the wire to encode as one response: the served model, the
-    request, the outputs (cast and checked) and the response's parameters."""
+    request, the outputs (cast and checked), the response's parameters, and whether the model marked it
+    its request's last (`Last`: a Triton model's response sent with the FINAL flag)."""
 
     model: ServedModel
     request: DecodedRequest
     outputs: list[OutputTensor]
     parameters: dict[str, Any] | None
+    last: bool = False
 
 
 class Exchange(Protocol[Response]):
@@ -166,7 +169,7 @@ class Responder:
                 built = now()
                 try:
                     outputs, parameters = model_outputs(model, request, result)
-                    response = exchange.encode(Reply(model, request, outputs, parameters))
+                    response = exchange.encode(Reply(model, request, outputs, parameters, result.__class__ is Last))
                 except ModelError as error:
                     raise _logged(model, error) from error.__cause__
                 times.output += now() - built

@@ -23,6 +23,12 @@ class Result:
     output_parameters: Mapping[str, Mapping[str, Any]] | None = None
 
 
+@dataclass(frozen=True)
+class Last(Result):
+    """A decoupled model's response that is its request's last (a Triton model's, sent with the FINAL flag):
+    a wire that marks responses final marks this one, and sends no empty final response after it."""
+
+
 class Later:
     """An outcome that comes after the call that took its request returned: a Triton Python model's request
     answered through its response sender from a thread or task of the model's own. The core awaits it,

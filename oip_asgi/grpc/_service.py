@@ -30,6 +30,8 @@ from ._stream import DEFAULT_FIRST_REQUEST_TIMEOUT, FINAL, Outlet, answer_stream
 
 __all__ = ["DEFAULT_FIRST_REQUEST_TIMEOUT", "SERVICE", "InferenceService", "stream_end"]
 
+_LAST = {FINAL: True}  # a decoupled model's response sent with its final flag, marked so as Triton marks it
+
 SERVICE = "inference.GRPCInferenceService"
 _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
 # Triton's parameter on streamed requests: the wish for an empty last response from a decoupled model
@@ -109,7 +111,9 @@ class _GRPCExchange:
     to its `outlet`, which the call sends in order.
     """
 
-    __slots__ = ("_ends", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses", "sent")
+    __slots__ = (
+        "_ends", "_last", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses", "sent"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -124,6 +128,7 @@ class _GRPCExchange:
         self._stream_field = None if outlet is None else _STREAM_RESPONSE_FIELD
         self._typed = False
         self._ends: _Ends | None = None  # on a stream, once decoded: how the request's responses end
+        self._last = False  # its model marked a response its last
         self.received = received
         self.sent = self.responses = 0
 
@@ -155,6 +160,8 @@ class _GRPCExchange:
         parameters = reply.parameters
         if self._ends is not None:
             final = self._ends.flag
+            if reply.last:  # sent with its model's final flag: marked final, and no empty final response after it
+                final, self._last = _LAST, True
             parameters = {**parameters, **final} if parameters else final
         return serialize(*encode_response(reply, parameters, self._typed), self._stream_field)
 
@@ -180,7 +187,7 @@ class _GRPCExchange:
 
     async def finish(self) -> None:
         assert self._outlet is not None, "finish before start"
-        if self._ends is not None and self._ends.empty_final:
+        if self._ends is not None and self._ends.empty_final and not self._last:
             end = stream_end(self._request, version=self._ends.version)
             await self._outlet.put_taken(end.SerializeToString())
         self._outlet.end()

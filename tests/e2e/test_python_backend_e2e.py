@@ -61,6 +61,10 @@ class TritonPythonModel:
     def finalize(self):
         (self.folder / f"final.{self.name}").write_text("")
 """
+# The same, with an async execute that is not decoupled: it runs on its instance's loop, one at a time all the same.
+GATE_ASYNC = GATE.replace("    def execute(self, requests):", "    async def execute(self, requests):").replace(
+    "            time.sleep(0.005)", "            await __import__('asyncio').sleep(0.005)"
+)
 
 ADDER_IO = (
     'input [{ name: "A", data_type: TYPE_INT32, dims: [2] }, { name: "B", data_type: TYPE_INT32, dims: [2] }]\n'
@@ -255,6 +259,7 @@ class TritonPythonModel:
 """,
     ),
     "single": ('backend: "python"\n' + GATE_IO, GATE),  # no instance_group: one instance, as in Triton
+    "single_async": ('backend: "python"\n' + GATE_IO, GATE_ASYNC),
     "pair": (  # two groups, one of them KIND_GPU: two instances here, both on the CPU
         'backend: "python"\n' + GATE_IO + "instance_group [{ kind: KIND_CPU }, "
         '{ name: "gpus", kind: KIND_GPU, count: 1, gpus: [0] }]\n',
@@ -481,10 +486,11 @@ def test_two_instances_each_initialized_run_two_executes_at_once_and_are_finaliz
     assert sorted(path.name for path in folder.glob("final.*")) == ["final.gpus_0", "final.pair_0_0"]
 
 
-def test_one_instance_runs_one_execute_at_a_time(server: tuple[Server, int, int], root: Path) -> None:
-    folder = root / "single"
-    assert sorted(path.name for path in folder.glob("init.*")) == ["init.single_0_0"]
-    pending = _gated(server, "single", [3, 4])
+@pytest.mark.parametrize("model", ["single", "single_async"])
+def test_one_instance_runs_one_execute_at_a_time(server: tuple[Server, int, int], root: Path, model: str) -> None:
+    folder = root / model
+    assert sorted(path.name for path in folder.glob("init.*")) == [f"init.{model}_0_0"]
+    pending = _gated(server, model, [3, 4])
     wait_until(lambda: any(folder.glob("entered.*")), "a request entered execute")
     (first,) = [int(path.suffix[1:]) for path in folder.glob("entered.*")]
     second = 7 - first
@@ -494,4 +500,4 @@ def test_one_instance_runs_one_execute_at_a_time(server: tuple[Server, int, int]
     assert not _wait_for(folder / f"entered.{second}", timeout=0.5)
     (folder / f"go.{first}").write_text("")
     assert [int(result.get_result().as_numpy("SEEN")[0]) for result in pending] == [1, 1]
-    assert written(folder / f"entered.{second}") == "single_0_0"
+    assert written(folder / f"entered.{second}") == f"{model}_0_0"

@@ -180,6 +180,16 @@ async def test_sync_bls_and_an_iterated_async_decoupled_bls_from_an_async_execut
     assert answer.outputs["DOUBLED"].tolist() == [6]
     assert answer.outputs["COUNTED"].tolist() == [1, 2, 3]  # exec(decoupled=True)'s responses
     assert answer.outputs["NEXT"].tolist() == [1, 2, 3]  # await async_exec(decoupled=True): next(), then for
+    assert answer.outputs["SIZES"].tolist() == [4, 3]  # an empty last response where the FINAL flag came alone
+
+
+async def test_a_response_sent_with_the_final_flag_is_marked_final_and_no_empty_one_follows(wires: Wires) -> None:
+    for model, finals in (("count", [False, False, True]), ("count_final", [False, True])):
+        message = _grpc_request(model, {"IN": np.array([2], I32)}, {"triton_enable_empty_final_response": True})
+        stream = wires.channel.stream_stream(STREAM)(iter([message.SerializeToString()]), timeout=HANG)
+        answers = [pb.ModelStreamInferResponse.FromString(body) async for body in stream]
+        assert [a.infer_response.parameters["triton_final_response"].bool_param for a in answers] == finals, model
+        assert [len(a.infer_response.outputs) for a in answers] == [1] * (len(finals) - 1) + [int(model != "count")]
 
 
 async def test_bls_in_initialize_fails_the_load_with_tritons_words(wires: Wires) -> None:

@@ -126,10 +126,29 @@ MODELS["count"] = (  # decoupled: N responses 1..N for IN = [N]
         """)
     },
 )
+MODELS["count_final"] = (  # decoupled: N responses 1..N for IN = [N], the last sent with the FINAL flag
+    'backend: "python"\nmodel_transaction_policy { decoupled: true }\n'
+    'input [{ name: "IN", data_type: TYPE_INT32, dims: [1] }]\n'
+    'output [{ name: "OUT", data_type: TYPE_INT32, dims: [1] }]\n',
+    {
+        "1/model.py": _model("""
+        class TritonPythonModel:
+            def execute(self, requests):
+                for request in requests:
+                    sender = request.get_response_sender()
+                    n = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
+                    for value in range(1, n + 1):
+                        out = pb_utils.Tensor("OUT", np.array([value], np.int32))
+                        sender.send(pb_utils.InferenceResponse([out]), flags=FINAL if value == n else 0)
+                return None
+        """)
+    },
+)
 MODELS["bls_from_async"] = (
     'backend: "python"\ninput [{ name: "X", data_type: TYPE_INT32, dims: [1] }]\n'
     'output [{ name: "DOUBLED", data_type: TYPE_INT32, dims: [1] },'
-    ' { name: "COUNTED", data_type: TYPE_INT32, dims: [-1] }, { name: "NEXT", data_type: TYPE_INT32, dims: [-1] }]\n',
+    ' { name: "COUNTED", data_type: TYPE_INT32, dims: [-1] }, { name: "NEXT", data_type: TYPE_INT32, dims: [-1] },'
+    ' { name: "SIZES", data_type: TYPE_INT32, dims: [2] }]\n',
     {
         "1/model.py": _model("""
         def _values(response):
@@ -154,10 +173,14 @@ MODELS["bls_from_async"] = (
                                                                requested_output_names=["OUT"]).async_exec(decoupled=True)
                     first = next(streamed)  # an iterator: next() and for take it, each response as it comes
                     rest = [v for r in streamed for v in _values(r)]
+                    # As Triton's iterator: an empty last response only where the final flag came alone.
+                    sizes = [len(list(pb_utils.InferenceRequest(model_name=name, inputs=[n], requested_output_names=[
+                             "OUT"]).exec(decoupled=True))) for name in ("count", "count_final")]
                     out.append(pb_utils.InferenceResponse([
                         pb_utils.Tensor("DOUBLED", pb_utils.get_output_tensor_by_name(doubled, "Y").as_numpy()),
                         pb_utils.Tensor("COUNTED", np.array(counted, np.int32)),
                         pb_utils.Tensor("NEXT", np.array(_values(first) + rest, np.int32)),
+                        pb_utils.Tensor("SIZES", np.array(sizes, np.int32)),
                     ]))
                 return out
         """)

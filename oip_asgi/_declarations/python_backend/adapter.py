@@ -37,7 +37,7 @@ import anyio.to_thread
 from ..errors import ModelError, OIPError
 from ..model import Outcome, Outputs
 from ..request import DecodedRequest
-from ..result import Later, Result
+from ..result import Last, Later, Result
 from .errors import TritonModelException, answer_of
 from .host import PythonHost, back, enter, leave, outside_execute
 from .instances import Instance, InstanceSpec, completed_groups, instance_specs
@@ -337,6 +337,9 @@ class TritonModel:
                     outcome = self.outcome(request, response)
                     if isinstance(outcome, BaseException):
                         raise outcome
+                    if final:  # sent with the final flag: its request's last response, marked so
+                        parameters = outcome.parameters if isinstance(outcome, Result) else None
+                        outcome = Last(outcome.outputs if isinstance(outcome, Result) else outcome, parameters)
                     yield outcome  # type: ignore[misc]  # an Outcome that is not an error: outputs
                 if final:
                     return

@@ -33,7 +33,7 @@ def final() -> InferenceResponse:
 class Responses:
     """A decoupled BLS call's responses as they come (Triton's response iterator): ``next()`` and ``for``
     wait for each on the calling thread; ``async for`` awaits each. An error ends it with a response that
-    carries it; the last one is empty."""
+    carries it; as in Triton, a stream its model ended with the final flag alone ends with an empty response."""
 
     def __init__(self, results: Iterator[BLSResponse]) -> None:
         self._results = results
@@ -50,13 +50,18 @@ class Responses:
         if self._done:
             raise StopIteration
         try:
-            return response_of(next(self._results))
-        except StopIteration:
+            result = next(self._results)
+        except StopIteration:  # the stream ended with the final flag alone: Triton's empty last response
             self._done = True
             return final()
         except Exception as exc:
             self._done = True
             return failed(exc)
+        if result.last:  # sent with the final flag: the last response, as Triton's iterator ends
+            self._done = True
+            for _ in self._results:  # (its end, which follows it)
+                pass
+        return response_of(result)
 
     def __aiter__(self) -> Responses:
         return self

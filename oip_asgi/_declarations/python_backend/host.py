@@ -33,10 +33,12 @@ class BLSRequest:
 
 @dataclass(frozen=True, slots=True)
 class BLSResponse:
-    """A served model's answer to a `BLSRequest`: its outputs by name and the response's parameters."""
+    """A served model's answer to a `BLSRequest`: its outputs by name and the response's parameters; `last`
+    when a decoupled model sent it as its final response (then no empty final response follows)."""
 
     outputs: dict[str, np.ndarray]
     parameters: dict[str, Any] | None
+    last: bool = False
 
 
 class MetricSeries(Protocol):
