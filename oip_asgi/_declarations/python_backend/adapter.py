@@ -199,15 +199,13 @@ class TritonModel:
         elif returned is None:
             responses = [None] * len(requests)
         elif not isinstance(returned, (list, tuple)):
-            error = ModelError(
-                f"model '{self.name}': execute() returned a {type(returned).__name__}; "
-                "return a list with one InferenceResponse per request"
+            error = self._wrong(
+                f"execute() returned a {type(returned).__name__}; return a list with one InferenceResponse per request"
             )
             return self._failed(requests, sent, error)
         else:
-            short = ModelError(
-                f"model '{self.name}': execute() returned {len(returned)} responses for {len(requests)} "
-                "requests; this request got none"
+            short = self._wrong(
+                f"execute() returned {len(returned)} responses for {len(requests)} requests; this request got none"
             )
             responses = [*returned[: len(requests)], *[short] * (len(requests) - len(returned))]
         outcomes: list[Outcome] = []
@@ -218,17 +216,23 @@ class TritonModel:
 
     def _outcome_of(self, request: InferenceRequest, answer: object) -> Outcome:
         if answer is None:
-            return ModelError(
-                f"model '{self.name}' is not decoupled, but its execute() returned None and sent no response "
-                "for this request; return a list with one InferenceResponse per request"
+            return self._wrong(
+                "it is not decoupled, but its execute() returned None and sent no response for this request; "
+                "return a list with one InferenceResponse per request"
             )
         if isinstance(answer, ModelError):
             return answer
         if isinstance(answer, TritonModelException):  # the FINAL flag sent before any response
-            return ModelError(f"model '{self.name}': {answer}")
+            return self._wrong(str(answer))
         if isinstance(answer, concurrent.futures.Future):  # its sender is yet to send it
             return Later(_answered_later(answer, lambda response: self._later_outcome(request, response)))
         return self.outcome(request, answer)
+
+    def _wrong(self, what: str) -> ModelError:
+        """A request the model answered wrongly, or not at all: its 500, and the log line."""
+        message = f"model '{self.name}': {what}"
+        logger.error("%s", message)
+        return ModelError(message, logged=True)
 
     def _later_outcome(self, request: InferenceRequest, response: object) -> Outcome:
         outcome = self.outcome(request, response)
@@ -247,9 +251,8 @@ class TritonModel:
     def outcome(self, request: InferenceRequest, response: object) -> Outcome:
         """A response as the core takes it: a `Result` of the requested outputs, or the error it carries."""
         if not isinstance(response, InferenceResponse):
-            return ModelError(
-                f"model '{self.name}': execute() returned a {type(response).__name__} for a request, "
-                "not a pb_utils.InferenceResponse"
+            return self._wrong(
+                f"execute() returned a {type(response).__name__} for a request, not a pb_utils.InferenceResponse"
             )
         # Read through the package's own fields rather than the model-facing methods: it runs per request.
         error = response._error
