@@ -85,6 +85,7 @@ async def answer_streamed(
 # How long a model's first ``is_cancelled()`` waits for the server's loop to have looked (only a loop stuck
 # for this long makes it answer before looking).
 FIRST_LOOK = 1.0
+_PATIENCE = 8  # messages after the body before a disconnect, at most
 
 
 class _Listener:
@@ -123,11 +124,13 @@ class _Listener:
             return
 
     async def _listen(self) -> None:
-        # After the body, the next message is the client's leaving (or, once the response went, the end).
+        # After the body, the next message is the client's leaving (or, once the response went, the end); a
+        # host may say the body is over once more first. One that keeps answering otherwise is not listened to.
         with contextlib.suppress(Exception):
-            while (await self._receive())["type"] != "http.disconnect":
-                pass
-            self._request.cancelled = True
+            for _ in range(_PATIENCE):
+                if (await self._receive())["type"] == "http.disconnect":
+                    self._request.cancelled = True
+                    return
 
 
 def listen_when_asked(receive: Receive, request: DecodedRequest) -> DecodedRequest:
