@@ -41,13 +41,14 @@ class DecodedRequest:
     controls: dict[str, Any] | None = None
     cancelled: bool = False
     # Starts listening for the client's leaving, where the wire listens only when asked (REST's unary
-    # requests); called once, from any thread, by whoever first asks whether the request was cancelled.
-    watch: Callable[[], None] | None = None
+    # requests); called once, with this request, from any thread, by whoever first asks whether it was
+    # cancelled. (Handed the request rather than holding it: no reference cycle to collect per request.)
+    watch: Callable[[DecodedRequest], None] | None = None
 
     def is_cancelled(self) -> bool:
         """Whether the client has left; the first time it is asked, the wire starts listening if it must."""
         watch = self.watch
         if watch is not None and not self.cancelled:
             self.watch = None
-            watch()
+            watch(self)
         return self.cancelled

@@ -92,16 +92,15 @@ class _Listener:
     """Listens for a unary request's client to leave, from when its model first asks (`DecodedRequest.watch`):
     a request whose model never asks costs no listening. Its ``http.disconnect`` marks the request cancelled."""
 
-    __slots__ = ("_lock", "_loop", "_receive", "_request", "_started")
+    __slots__ = ("_lock", "_loop", "_receive", "_started")
 
-    def __init__(self, receive: Receive, request: DecodedRequest) -> None:
+    def __init__(self, receive: Receive) -> None:
         self._receive = receive
-        self._request = request
         self._loop = asyncio.get_running_loop()
         self._lock = threading.Lock()
         self._started = False
 
-    def __call__(self) -> None:
+    def __call__(self, request: DecodedRequest) -> None:
         """Start listening, from any thread; off the loop, return once it has looked (a client gone is known)."""
         with self._lock:
             if self._started:
@@ -112,28 +111,26 @@ class _Listener:
         except RuntimeError:
             running = None
         if running is self._loop:
-            self._loop.create_task(self._listen())
+            self._loop.create_task(self._listen(request))
             return
         with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):  # the loop closed, or is stuck
-            asyncio.run_coroutine_threadsafe(self._first_look(), self._loop).result(FIRST_LOOK)
+            asyncio.run_coroutine_threadsafe(self._first_look(request), self._loop).result(FIRST_LOOK)
 
-    async def _first_look(self) -> None:
-        listening = asyncio.get_running_loop().create_task(self._listen())
+    async def _first_look(self, request: DecodedRequest) -> None:
+        asyncio.get_running_loop().create_task(self._listen(request))
         await asyncio.sleep(0)  # its receive has run once: a client already gone has been heard
-        if listening.done():
-            return
 
-    async def _listen(self) -> None:
+    async def _listen(self, request: DecodedRequest) -> None:
         # After the body, the next message is the client's leaving (or, once the response went, the end); a
         # host may say the body is over once more first. One that keeps answering otherwise is not listened to.
         with contextlib.suppress(Exception):
             for _ in range(_PATIENCE):
                 if (await self._receive())["type"] == "http.disconnect":
-                    self._request.cancelled = True
+                    request.cancelled = True
                     return
 
 
 def listen_when_asked(receive: Receive, request: DecodedRequest) -> DecodedRequest:
     """`request` (read whole from `receive`), listening for its client's leaving once first asked."""
-    request.watch = _Listener(receive, request)
+    request.watch = _Listener(receive)
     return request

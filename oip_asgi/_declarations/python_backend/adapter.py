@@ -209,7 +209,12 @@ class TritonModel:
             )
             responses = [*returned[: len(requests)], *[short] * (len(requests) - len(returned))]
         outcomes: list[Outcome] = []
+        outcome = self.outcome
         for request, outlet, response in zip(requests, sent, responses, strict=True):
+            if not outlet.taken and response.__class__ is InferenceResponse:  # as most models answer: returned
+                outlet.closed = True  # (no sender was made: nothing else answers it)
+                outcomes.append(outcome(request, response))
+                continue
             answer = outlet.answer(response) if not isinstance(response, ModelError) else response
             outcomes.append(self._outcome_of(request, answer))
         return outcomes

@@ -22,12 +22,15 @@ from .responses import InferenceResponse
 CLOSED = "Unable to send response. Response sender has been closed."
 MORE_THAN_ONE = "Unable to send response. Non-decoupled model cannot send more than one response."
 FINAL_FIRST = "Unable to send response. Non-decoupled model cannot send complete final before sending a response."
+# One lock for every request's outlet: each holds it for a few attribute reads and writes, and a lock a request
+# would cost its allocation on the hot path.
+_LOCK = threading.Lock()
 
 
 class Sent:
     """A request of a model that is not decoupled: the one response its sender sends, if it does."""
 
-    __slots__ = ("_later", "_lock", "closed", "error", "request", "response", "taken")
+    __slots__ = ("_later", "closed", "error", "request", "response", "taken")
 
     def __init__(self, request: DecodedRequest) -> None:
         self.request = request
@@ -36,7 +39,6 @@ class Sent:
         self.error: TritonModelException | None = None  # the FINAL flag sent before any response
         self.closed = False
         self._later: concurrent.futures.Future[InferenceResponse] | None = None  # awaited once execute returned
-        self._lock = threading.Lock()
 
     @property
     def cancelled(self) -> bool:
@@ -46,25 +48,25 @@ class Sent:
         self.taken = True
 
     def __call__(self, response: InferenceResponse | None, final: bool) -> None:
-        with self._lock:
+        with _LOCK:
             if response is not None and self.response is not None:
                 raise TritonModelException(MORE_THAN_ONE)
             if self.closed:
                 raise TritonModelException(CLOSED)
             if response is None and self.response is None:  # (final: the sender lets nothing else through)
                 self.error = TritonModelException(FINAL_FIRST)
-                self._settle()
-                raise self.error
-            if response is not None:
+            elif response is not None:
                 self.response = response
-            self.closed = final
-            self._settle()
+            self.closed = self.closed or final
+        self._settle()  # (out of the lock: it runs the waiter's callbacks)
+        if self.error is not None and response is None:
+            raise self.error
 
     def answer(self, returned: object) -> object:
         """What the request gets once ``execute`` returned `returned` for it (an `InferenceResponse`, or None):
         the response sent, else the one returned (which closes the sender), else a future of the one its
         sender is yet to send, else None (it never will: the model kept no sender)."""
-        with self._lock:
+        with _LOCK:
             if self.response is not None:
                 return self.response  # sent first: a response returned as well is dropped, as Triton drops it
             if self.error is not None:
@@ -79,7 +81,7 @@ class Sent:
 
     def close(self) -> InferenceResponse | None:
         """``execute`` failed: the response sent before, if any; a response sent from now on raises."""
-        with self._lock:
+        with _LOCK:
             self.closed = True
             return self.response
 
@@ -97,7 +99,7 @@ class Sent:
 class Streamed:
     """A decoupled request: each response sent feeds its stream on the event loop, from any thread."""
 
-    __slots__ = ("_lock", "_thread", "closed", "ended", "loop", "queue", "request")
+    __slots__ = ("_thread", "closed", "ended", "loop", "queue", "request")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, request: DecodedRequest) -> None:
         self.loop = loop
@@ -106,7 +108,6 @@ class Streamed:
         self.queue: asyncio.Queue[tuple[InferenceResponse | BaseException | None, bool]] = asyncio.Queue()
         self.closed = False  # the final flag was sent, or the stream failed: nothing more goes through
         self.ended = False  # nobody reads the stream any more (the client left, or it ended)
-        self._lock = threading.Lock()
         self._thread = threading.get_ident()
 
     @property
@@ -117,7 +118,7 @@ class Streamed:
         pass
 
     def __call__(self, response: InferenceResponse | None, final: bool) -> None:
-        with self._lock:
+        with _LOCK:
             if self.closed:
                 raise TritonModelException(CLOSED)
             self.closed = final
@@ -125,7 +126,7 @@ class Streamed:
 
     def fail(self, error: BaseException) -> bool:
         """End the stream with `error`, unless its final response was sent (then it reaches nobody, as in Triton)."""
-        with self._lock:
+        with _LOCK:
             if self.closed:
                 return False
             self.closed = True
