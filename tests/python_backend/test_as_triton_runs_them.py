@@ -395,3 +395,42 @@ async def test_generate_maps_a_parameter_that_names_an_input_to_the_input(wires:
     events = [json.loads(line[len("data: ") :]) for line in response.text.splitlines() if line.startswith("data: ")]
     # max_tokens became the input; temperature stayed a parameter.
     assert [event["text_output"] for event in events] == ["w0:['temperature']", "w1:['temperature']"]
+
+
+# -- an async execute's own loop is of the server's loop's kind -------------------------------------------------------
+
+_LOOP_MODEL = (
+    "import asyncio, threading\nimport numpy as np\nimport triton_python_backend_utils as pb_utils\n\n"
+    "class TritonPythonModel:\n"
+    "    async def execute(self, requests):\n"
+    "        where = f'{type(asyncio.get_running_loop()).__module__}:{threading.current_thread().name}'\n"
+    "        out = pb_utils.Tensor('OUT', np.array([where.encode()], dtype=np.object_))\n"
+    "        return [pb_utils.InferenceResponse([out]) for _ in requests]\n"
+)
+
+
+@pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
+def test_an_async_execute_runs_on_its_own_loop_of_the_servers_loops_kind(tmp_path: Path, kind: str) -> None:
+    (tmp_path / "where" / "1").mkdir(parents=True)
+    (tmp_path / "where" / "config.pbtxt").write_text(
+        'backend: "python"\ninput [{ name: "IN", data_type: TYPE_INT32, dims: [1] }]\n'
+        'output [{ name: "OUT", data_type: TYPE_STRING, dims: [1] }]\n'
+    )
+    (tmp_path / "where" / "1" / "model.py").write_text(_LOOP_MODEL)
+    body = {"inputs": [{"name": "IN", "datatype": "INT32", "shape": [1], "data": [1]}]}
+
+    async def served() -> str:
+        app = oip_app(model_repository=ModelRepository(tmp_path))
+        async with app.lifespan(), client(app) as http:  # (its models load, and unload after)
+            response = await http.post("/models/where/infer", json=body)
+        assert response.status_code == 200, response.text
+        return str(response.json()["outputs"][0]["data"][0])
+
+    if kind == "uvloop":
+        uvloop = pytest.importorskip("uvloop")  # `oip-asgi serve`'s loop where uvicorn[standard] is installed
+        module, thread = uvloop.run(served()).split(":")
+        assert module.startswith("uvloop")
+    else:
+        module, thread = asyncio.run(served()).split(":")
+        assert module.startswith("asyncio")
+    assert thread == "oip-asgi where_0_0"  # the instance's own thread, not the server's

@@ -85,8 +85,9 @@ class Instance:
     """One object of the model's class, serving, and the event loop its coroutines run on.
 
     Triton's stub runs an ``async def execute`` on an event loop of its own, in its own process; here
-    each instance has one, on a thread of its own, started at its first coroutine: a model's blocking
-    call there (a sync BLS ``exec()``, iterating a decoupled BLS call) blocks that loop, never the server's.
+    each instance has one (of the server's loop's kind), on a thread of its own, started at its first
+    coroutine: a model's blocking call there (a sync BLS ``exec()``, iterating a decoupled BLS call) blocks
+    that loop, never the server's.
     """
 
     def __init__(self, model: Any, name: str) -> None:
@@ -102,7 +103,7 @@ class Instance:
     def _running(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
-                self._loop = asyncio.new_event_loop()
+                self._loop = _new_loop()
                 threading.Thread(target=_serve, args=(self._loop,), name=f"oip-asgi {self.name}", daemon=True).start()
             return self._loop
 
@@ -113,6 +114,14 @@ class Instance:
         if loop is not None:
             with contextlib.suppress(RuntimeError):  # closed already
                 loop.call_soon_threadsafe(loop.stop)
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """A loop of the kind the server runs on (uvloop's under ``oip-asgi serve``: a model's coroutines see the loop
+    they would see on the server's, each response crossing back costs less), else asyncio's."""
+    with contextlib.suppress(Exception):  # no running loop, or a kind that takes arguments
+        return type(asyncio.get_running_loop())()
+    return asyncio.new_event_loop()
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:
