@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from starlette.types import Receive
@@ -86,23 +87,24 @@ async def answer_streamed(
 # for this long makes it answer before looking).
 FIRST_LOOK = 1.0
 _PATIENCE = 8  # messages after the body before a disconnect, at most
+# Guards each listener's start (held for a flag's read and write): one lock for all, not one allocated a request.
+_STARTING = threading.Lock()
 
 
 class _Listener:
     """Listens for a unary request's client to leave, from when its model first asks (`DecodedRequest.watch`):
     a request whose model never asks costs no listening. Its ``http.disconnect`` marks the request cancelled."""
 
-    __slots__ = ("_lock", "_loop", "_receive", "_started")
+    __slots__ = ("_loop", "_receive", "_started")
 
     def __init__(self, receive: Receive) -> None:
         self._receive = receive
         self._loop = asyncio.get_running_loop()
-        self._lock = threading.Lock()
         self._started = False
 
     def __call__(self, request: DecodedRequest) -> None:
         """Start listening, from any thread; off the loop, return once it has looked (a client gone is known)."""
-        with self._lock:
+        with _STARTING:
             if self._started:
                 return
             self._started = True
@@ -130,7 +132,7 @@ class _Listener:
                     return
 
 
-def listen_when_asked(receive: Receive, request: DecodedRequest) -> DecodedRequest:
-    """`request` (read whole from `receive`), listening for its client's leaving once first asked."""
-    request.watch = _Listener(receive)
-    return request
+def listen_when_asked(receive: Receive) -> Callable[[DecodedRequest], None]:
+    """The `DecodedRequest.watch` of a request read whole from `receive`: it listens for the client's leaving
+    once first asked."""
+    return _Listener(receive)

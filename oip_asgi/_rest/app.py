@@ -317,12 +317,9 @@ class _RESTExchange:
             content_encoding=headers.get(b"content-encoding"),
         )
         header_length = _length_header(headers, b"inference-header-content-length")
-        read = read_request(reader, header_length, model, max_header_size=self._app.max_json_size)
-        return read if not model.takes_requests else self._heard(read)
-
-    async def _heard(self, read: Awaitable[DecodedRequest]) -> DecodedRequest:
-        """A request whose model may ask whether its client has left (a Triton model's is_cancelled())."""
-        return listen_when_asked(self._receive, await read)
+        # A request whose model may ask whether its client has left (a Triton model's is_cancelled()).
+        watch = listen_when_asked(self._receive) if model.takes_requests else None
+        return read_request(reader, header_length, model, max_header_size=self._app.max_json_size, watch=watch)
 
     def encode(self, reply: Reply) -> tuple[bytes, list[bytes | memoryview]]:
         return inference_response(reply.model, reply.request, reply.outputs, reply.parameters)

@@ -7,6 +7,7 @@ straight from the body into its own array.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,11 +24,19 @@ from .schemas import InferenceRequest, RequestInput
 
 
 async def read_request(
-    reader: BodyReader, header_length: int | None, model: ServedModel, *, max_header_size: int
+    reader: BodyReader,
+    header_length: int | None,
+    model: ServedModel,
+    *,
+    max_header_size: int,
+    watch: Callable[[DecodedRequest], None] | None = None,
 ) -> DecodedRequest:
-    """The request in the body; `header_length` is Inference-Header-Content-Length (None without it)."""
+    """The request in the body; `header_length` is Inference-Header-Content-Length (None without it); `watch`
+    its `DecodedRequest.watch`."""
     if header_length == 0:
-        return await _read_raw_binary(reader, model)
+        raw = await _read_raw_binary(reader, model)
+        raw.watch = watch
+        return raw
     if header_length is None:
         if reader.content_length is not None and reader.content_length > max_header_size:
             raise PayloadTooLarge(
@@ -55,7 +64,7 @@ async def read_request(
 
     check_inputs(model, request.inputs)
     parameters, controls, binary = rest_parameters(request.parameters)  # what Triton's frontend takes, taken
-    decoded = DecodedRequest({}, request.id, parameters, _requested(request), binary, controls=controls)
+    decoded = DecodedRequest({}, request.id, parameters, _requested(request), binary, controls=controls, watch=watch)
     if model.model.takes_input_parameters:
         decoded.input_parameters = input_parameters(header)
     if decoded.outputs is not None:
