@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -19,6 +19,13 @@ class RequestedOutput:
     name: str
     classification: int | None = None
     binary: bool | None = None  # REST's `binary_data` parameter, when the request sets it
+    placed: Any = None  # where the wire writes it instead of answering its data: a shared-memory slice
+
+
+class Held(Protocol):
+    """What a request holds until it is responded to (the shared-memory regions it reads or writes)."""
+
+    def release(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -44,6 +51,7 @@ class DecodedRequest:
     # requests); called once, with this request, from any thread, by whoever first asks whether it was
     # cancelled. (Handed the request rather than holding it: no reference cycle to collect per request.)
     watch: Callable[[DecodedRequest], None] | None = None
+    held: Held | None = None  # released by the core once the request is responded to, however it ends
 
     def is_cancelled(self) -> bool:
         """Whether the client has left; the first time it is asked, the wire starts listening if it must."""
