@@ -26,7 +26,7 @@ from .._core.unsupported import unsupported
 from .._declarations.errors import BadRequest, NotFound, quoted
 from .._declarations.model import ModelsArgument
 from .._declarations.restricted import RestrictionsArgument, restrictions
-from .._http.disconnect import answer_streamed
+from .._http.disconnect import answer_streamed, listen_when_asked
 from .._http.headers import headers_named
 from .._http.routing import Endpoint, Route, Table, WireApp
 from .body import BodyReader
@@ -324,7 +324,11 @@ class _RESTExchange:
             content_encoding=headers.get(b"content-encoding"),
         )
         header_length = _length_header(headers, b"inference-header-content-length")
-        return read_request(reader, header_length, model, core.shared_memory, max_header_size=self._app.max_json_size)
+        # A request whose model may ask whether its client has left (a Triton model's is_cancelled()).
+        watch = listen_when_asked(self._receive) if model.takes_requests else None
+        return read_request(
+            reader, header_length, model, core.shared_memory, max_header_size=self._app.max_json_size, watch=watch
+        )
 
     def encode(self, reply: Reply) -> tuple[bytes, list[bytes | memoryview]]:
         return inference_response(reply.model, reply.request, reply.outputs, reply.parameters)

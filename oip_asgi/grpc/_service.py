@@ -7,7 +7,6 @@ is serialized with its raw contents appended straight from the output arrays.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
@@ -17,6 +16,7 @@ from google.protobuf.message import DecodeError, Message
 from .._core.extensions import REGISTRY
 from .._core.load_request import load_arguments, unload_dependents
 from .._core.request import DecodedRequest
+from .._core.reserved import grpc_parameters
 from .._core.responding import Reply
 from .._core.server import HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
@@ -29,16 +29,16 @@ from ._codec import decode_request, encode_response, parse_request, serialize
 from ._messages import ModelConfigs, model_metadata_response, server_metadata_response, statistics_response
 from ._settings import log_settings_rpc, trace_setting_rpc
 from ._shared_memory import shared_memory_rpcs
+from ._stream import DEFAULT_FIRST_REQUEST_TIMEOUT, FINAL, Outlet, answer_stream, first_within, stream_end
+
+__all__ = ["DEFAULT_FIRST_REQUEST_TIMEOUT", "SERVICE", "InferenceService", "stream_end"]
+
+_LAST = {FINAL: True}  # a decoupled model's response sent with its final flag, marked so as Triton marks it
 
 SERVICE = "inference.GRPCInferenceService"
-# Requests of one stream in flight at once: later ones wait to be read until the oldest is answered.
-STREAM_WINDOW = 64
-# A stream that sends no request for this long after it opens is ended.
-DEFAULT_FIRST_REQUEST_TIMEOUT = 60.0
 _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
-# Triton's parameters on streamed responses: whether a response is its request's last, and the request's
-# wish for an empty last response from a decoupled model (which otherwise marks its end with nothing).
-FINAL = "triton_final_response"
+# Triton's parameter on streamed requests: the wish for an empty last response from a decoupled model
+# (which otherwise marks its end with nothing). Its responses' FINAL says whether one is its request's last.
 EMPTY_FINAL = "triton_enable_empty_final_response"
 
 # Triton's RPCs of the extensions this server does not offer: each one's group, and its extension's name.
@@ -100,56 +100,6 @@ def _refusing(group: str, kind: str) -> Callable[[bytes], Awaitable[bytes]]:
     return refuse
 
 
-async def _first_within(requests: AsyncIterator[bytes], timeout: float, context: Context) -> AsyncIterator[bytes]:
-    """`requests`, ending the call when the first one takes longer than `timeout` seconds to come."""
-    iterator = aiter(requests)
-    try:
-        first = await asyncio.wait_for(anext(iterator), timeout)
-    except StopAsyncIteration:
-        return
-    except asyncio.TimeoutError:
-        await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the stream sent no request within {timeout:g} s")
-        return
-    yield first
-    async for request in iterator:
-        yield request
-
-
-class _Outlet:
-    """One request's responses on a ModelStreamInfer call, in the order sent, until its end.
-
-    The call sends the requests' outlets one after the other, each until its end: answers keep
-    their requests' order. `put_taken` returns once the call has handed the message to grpcio, so a
-    request that answers many times goes no faster than its client reads.
-    """
-
-    __slots__ = ("_messages", "ended")
-
-    def __init__(self) -> None:
-        self._messages: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self.ended = False
-
-    def put(self, message: bytes) -> None:
-        assert not self.ended, "a response after the end of a request's responses"
-        self._messages.put_nowait(message)
-
-    async def put_taken(self, message: bytes) -> None:
-        self.put(message)
-        await self._messages.join()
-
-    def end(self) -> None:
-        if not self.ended:
-            self.ended = True
-            self._messages.put_nowait(None)
-
-    async def next(self) -> bytes | None:
-        """The next message, once the previous one was sent; None at the end."""
-        return await self._messages.get()
-
-    def taken(self) -> None:
-        self._messages.task_done()
-
-
 class _Ends(NamedTuple):
     """How a streamed request's responses end, as Triton marks them."""
 
@@ -166,17 +116,9 @@ class _GRPCExchange:
     """
 
     __slots__ = (
-        "_ends",
-        "_memory",
-        "_outlet",
-        "_raw",
-        "_request",
-        "_stream_field",
-        "_typed",
-        "received",
-        "responses",
+        "_ends", "_last", "_memory", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses",
         "sent",
-    )
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -184,7 +126,7 @@ class _GRPCExchange:
         raw: Sequence[bytes | memoryview],
         received: int,
         memory: SharedMemory,
-        outlet: _Outlet | None = None,
+        outlet: Outlet | None = None,
     ) -> None:
         self._request = request
         self._memory = memory
@@ -193,6 +135,7 @@ class _GRPCExchange:
         self._stream_field = None if outlet is None else _STREAM_RESPONSE_FIELD
         self._typed = False
         self._ends: _Ends | None = None  # on a stream, once decoded: how the request's responses end
+        self._last = False  # its model marked a response its last
         self.received = received
         self.sent = self.responses = 0
 
@@ -200,21 +143,32 @@ class _GRPCExchange:
     def endpoint(self) -> str:
         return "ModelInfer RPC" if self._outlet is None else "ModelStreamInfer RPC"
 
+    @property
+    def decoded(self) -> bool:
+        """On a stream: the request was read and checked (a failure from here on is the model's)."""
+        return self._ends is not None
+
     async def decode(self, model: ServedModel) -> DecodedRequest:
         decoded, self._typed = decode_request(self._request, model, self._raw, self._memory)
         asked = decoded.parameters.pop(EMPTY_FINAL, False)  # the stream's to act on, not the model's
         if not isinstance(asked, bool):  # Triton's words
             raise BadRequest(f"invalid value type for '{EMPTY_FINAL}' parameter, expected bool_param.")
+        decoded.parameters, decoded.controls = grpc_parameters(decoded.parameters)  # Triton's frontend's, taken
         if self._outlet is not None:
             # As Triton: a model that answers once marks its one response final; a decoupled model's
-            # responses are not, its end is the empty final response (when asked for) or nothing.
+            # responses are not, its end is the empty final response (when asked for) or nothing. Its
+            # responses go out as they come, the others' in their requests' order.
             self._ends = _Ends({FINAL: not model.decoupled}, model.version, asked)
+            if model.decoupled:
+                self._outlet.unordered()
         return decoded
 
     def encode(self, reply: Reply) -> bytes:
         parameters = reply.parameters
         if self._ends is not None:
             final = self._ends.flag
+            if reply.last:  # sent with its model's final flag: marked final, and no empty final response after it
+                final, self._last = _LAST, True
             parameters = {**parameters, **final} if parameters else final
         return serialize(*encode_response(reply, parameters, self._typed), self._stream_field)
 
@@ -240,27 +194,10 @@ class _GRPCExchange:
 
     async def finish(self) -> None:
         assert self._outlet is not None, "finish before start"
-        if self._ends is not None and self._ends.empty_final:
+        if self._ends is not None and self._ends.empty_final and not self._last:
             end = stream_end(self._request, version=self._ends.version)
             await self._outlet.put_taken(end.SerializeToString())
         self._outlet.end()
-
-
-def stream_end(
-    request: pb.ModelInferRequest, error: str = "", version: str | None = None
-) -> pb.ModelStreamInferResponse:
-    """A request's last response on a stream with no outputs: its empty final response, or its error.
-
-    It carries the request's id and model name, and the version served (the request's, if none was
-    looked up), so that a client matches it to its request.
-    """
-    response = pb.ModelStreamInferResponse(error_message=error)
-    infer_response = response.infer_response
-    infer_response.id = request.id
-    infer_response.model_name = request.model_name
-    infer_response.model_version = request.model_version if version is None else version
-    infer_response.parameters[FINAL].bool_param = True
-    return response
 
 
 class InferenceService:
@@ -397,49 +334,18 @@ class InferenceService:
         return log_settings_rpc(request)
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
-        """Triton's streaming extension: each request's responses in order, a failed one in its error_message."""
+        """Triton's streaming extension: each request's responses, a failed one in its error_message (_stream.py)."""
         restriction = self.restrictions.get("inference")
         if restriction is not None:  # ended before a request is read, as Triton does
             await _check(restriction, context)
         if self.stream_first_request_timeout is not None:
-            requests = _first_within(requests, self.stream_first_request_timeout, context)
-        loop = asyncio.get_running_loop()
-        # The call's output queue: each request's outlet, in the order the requests came.
-        pending: asyncio.Queue[tuple[asyncio.Task[None], _Outlet] | None] = asyncio.Queue()
-        window = asyncio.Semaphore(STREAM_WINDOW)
+            requests = first_within(requests, self.stream_first_request_timeout, context)
+        async for message in answer_stream(requests, context, self._stream_one):
+            yield message
 
-        async def read() -> None:
-            try:
-                async for body in requests:
-                    await window.acquire()
-                    outlet = _Outlet()
-                    pending.put_nowait((loop.create_task(self._stream_one(body, outlet)), outlet))
-            finally:
-                pending.put_nowait(None)
-
-        reader = loop.create_task(read())
-        task = None
-        try:
-            while (item := await pending.get()) is not None:
-                task, outlet = item
-                while (message := await outlet.next()) is not None:
-                    yield message  # returns once grpcio has sent it
-                    outlet.taken()
-                outlet.taken()
-                await task
-                window.release()
-            await reader  # the client's half ended, or broke: its error ends the call
-        finally:
-            reader.cancel()
-            if task is not None:
-                task.cancel()  # the request being sent, when the call ends before its responses do
-            while not pending.empty():
-                left = pending.get_nowait()
-                if left is not None:
-                    left[0].cancel()
-
-    async def _stream_one(self, body: bytes, outlet: _Outlet) -> None:
+    async def _stream_one(self, body: bytes, outlet: Outlet) -> None:
         request = None
+        exchange = None
         try:
             try:
                 request, raw = parse_request(body)
@@ -449,6 +355,9 @@ class InferenceService:
                 return
             except Exception as exc:
                 error = self.core.client_error(exc, "gRPC ModelStreamInfer")
+            if outlet.error_mode and exchange is not None and exchange.decoded:
+                outlet.end_call(error)  # Triton's error mode: the model's failure ends the call with its status
+                return
             if outlet.ended:  # its responses have ended: the server's log is the only place left for it
                 return
             # Its last response, marked final as Triton marks a failed one; with the request's id, when it parsed.
