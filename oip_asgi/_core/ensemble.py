@@ -62,8 +62,8 @@ def served_versions(directory: DirectoryModel, core: EnsembleCore) -> tuple[list
         return directory.versions, directory.config
     planned = plan(ensemble, core.served, core.model_config)
     runner = EnsembleRunner(planned, core)
-    calling = Calling(takes_requests=True, ready=runner.ready)
-    predict = runner.stream if planned.decoupled else runner.once
+    calling = Calling(takes_requests=True, decoupled=planned.decoupled, ready=runner.ready)
+    predict = runner.streams if planned.decoupled else runner.once
     versions = [Model(predict, **{**version.options(), "calling": calling}) for version in directory.versions]
     config = dict(directory.config or {})
     if planned.decoupled:  # as Triton: an ensemble with a decoupled step is decoupled
@@ -113,6 +113,10 @@ class EnsembleRunner:
         finally:
             if run.tasks:
                 await run.cancel()
+
+    def streams(self, requests: list[DecodedRequest]) -> list[AsyncIterator[dict[str, np.ndarray]]]:
+        """A decoupled ensemble's call (a model that takes requests): each request's stream of responses."""
+        return [self.stream(request) for request in requests]
 
     async def stream(self, request: DecodedRequest) -> AsyncIterator[dict[str, np.ndarray]]:
         """A decoupled ensemble's responses, one per set of its outputs made."""
