@@ -81,9 +81,9 @@ class Asked:
 def asked(request: ChatRequest | CompletionRequest) -> Asked:
     """`request`'s sampling fields checked, and what it asks of the model; a 400 naming the first field that
     is out of range, mistaken, or not served."""
-    refuse_not_served(request)
     _bounded(request, OPENAI_BOUNDS)
     _bounded(request, VLLM_BOUNDS)
+    refuse_not_served(request)
     logprobs: int | None = None
     echo = False
     if isinstance(request, ChatRequest):
