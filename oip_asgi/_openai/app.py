@@ -72,6 +72,10 @@ class OpenAIApp(WireApp):
             table.authorize = self._authorize
         super().__init__(table)
 
+    @property
+    def requires_key(self) -> bool:
+        return self._bearer is not None
+
     def _authorize(self, scope: Scope) -> None:
         """The API key, as OpenAI's clients send it (``Authorization: Bearer KEY``), compared in constant time."""
         assert self._bearer is not None

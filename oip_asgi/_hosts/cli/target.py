@@ -48,6 +48,7 @@ def load_target(
     restricted_apis: list[str] | None = None,
     files: FileOptions = FileOptions(),
     strict_readiness: bool | None = None,
+    max_body_size: int | None = None,
 ) -> OIPApp:
     """The app for MODULE:ATTR (a models mapping, a `Model` served under ATTR's name, or an `OIPApp`),
     for model files (each served under its stem), or for none (the `repository`'s models alone).
@@ -55,11 +56,14 @@ def load_target(
     `metrics` registers the models' Prometheus metrics, unless ATTR is an app: it chose when built.
     `repository` joins the models of a mapping, a `Model` or the files. `restricted_apis` are
     --http-restricted-api's rules, checked already. `strict_readiness`, where given, is the app's (an
-    `OIPApp` too: the command line's choice of what readiness means for the server it runs).
+    `OIPApp` too: the command line's choice of what readiness means for the server it runs), and so is
+    `max_body_size` (--http-max-input-size: the largest request body, its JSON too).
     """
     app = _target_app(target, metrics, repository, files)
     if strict_readiness is not None:
         app.core.strict_readiness = strict_readiness
+    if max_body_size is not None:
+        app.core.max_body_size = app.max_json_size = max_body_size
     if restricted_apis:
         if app.restrictions:
             raise TargetError(f"{target} is an OIPApp with restricted APIs of its own: give them there, or here")
