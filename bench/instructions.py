@@ -11,6 +11,11 @@ the start-up (and the imports). The cases:
 - `W9s1`, `W9x1`, `W9o1`: W9's [1,100] request to each model file through the app on a uvloop loop,
   and `W9s1-library` etc.: that library's own call on the same array (`w9_files.library_calls`), so
   that a file's request minus its library call is what the path around it costs.
+- `W11`: W11's streamed chat through `openai_app` on a uvloop loop, per chunk: one request of `--low` chunks
+  and one of `--high` (the counts are chunks here, not requests); `W11vllm`, `W11usage`, `W11logprobs`: the
+  same from a model of the vLLM backend's whole convention (bench/apps/_tokens.py), asked for nothing more
+  (its finish_reason), for the usage (`stream_options.include_usage`: its token counts too) and for token
+  logprobs (`logprobs`, `top_logprobs` 1): what usage and logprobs cost a chunk (issue 38).
 - `W12shim`, `W12native`: W12's add_sub request (FP32 [4] twice, JSON) through the app serving its
   repository on a uvloop loop, as a `TritonPythonModel` through the Python-backend shim or as the same
   logic in our model.py form; `W12shim-call`, `W12native-call`: the model's call alone, as the core
@@ -37,6 +42,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CASES = ("W1", "W1s", *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
+         "W11", "W11vllm", "W11usage", "W11logprobs",
          *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")))  # fmt: skip
 
 
@@ -64,6 +70,9 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     from harness.inprocess import app_requester
 
     loop = uvloop.new_event_loop()
+    if case.startswith("W11"):
+        w11(loop, case, count)
+        return
     if case.startswith("W12"):
         server, _, call = case[3:].partition("-")
         (w12_calls if call else w12)(loop, server, count)
@@ -89,6 +98,30 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     served = oip_asgi.mount(app, {f"w9_{kind}": models[f"w9_{kind}"]}, path="/v2")
     loop.run_until_complete(served.load())  # as a server's start-up does
     app_requester(loop, app, f"/v2/models/w9_{kind}/infer", (bodies / f"{key.lower()}.json").read_bytes())(count)
+
+
+def w11(loop: Any, case: str, chunks: int) -> None:
+    """One streamed chat of `chunks` one-token chunks through `openai_app`, from W11's model or the vLLM one."""
+    import json
+
+    from _tokens import vllm_tokens_model
+    from harness.inprocess import app_requester
+
+    import oip_asgi
+
+    if case == "W11":
+        model = __import__("_tokens").tokens_model(
+            "sampling_parameters", lambda parameters: int(json.loads(parameters[0]).get("max_tokens", 16))
+        )
+    else:
+        model = vllm_tokens_model()
+    asked: dict[str, Any] = {
+        "W11usage": {"stream_options": {"include_usage": True}},
+        "W11logprobs": {"logprobs": True, "top_logprobs": 1},
+    }.get(case, {})
+    body = {"model": "tokens", "messages": [{"role": "user", "content": "x"}], "stream": True, "max_tokens": chunks}
+    app = oip_asgi.openai_app(oip_asgi.oip_app({"tokens": model}))
+    app_requester(loop, app, "/chat/completions", json.dumps({**body, **asked}).encode())(1)
 
 
 def w12(loop: Any, server: str, count: int) -> None:
@@ -171,7 +204,8 @@ def main() -> None:
         return
     for case in cases:
         low, high = instructions(case, args.low, args.bodies), instructions(case, args.high, args.bodies)
-        print(f"{case} in-process: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per request")
+        unit = "chunk" if case.startswith("W11") else "request"
+        print(f"{case} in-process: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per {unit}")
 
 
 if __name__ == "__main__":
