@@ -34,15 +34,14 @@ _decoder = msgspec.json.Decoder(_Positions)
 
 
 class TopLogprob(msgspec.Struct, gc=False):
+    """A token among a position's likeliest: OpenAI's chat logprob (its text's UTF-8 bytes too)."""
+
     token: str
     logprob: float
     bytes: list[int]
 
 
-class ChatTokenLogprob(msgspec.Struct, gc=False):
-    token: str
-    logprob: float
-    bytes: list[int]
+class ChatTokenLogprob(TopLogprob, gc=False):
     top_logprobs: list[TopLogprob]
 
 

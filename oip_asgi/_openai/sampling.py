@@ -117,19 +117,12 @@ def asked(request: ChatRequest | CompletionRequest) -> Asked:
                 "stream_options.continuous_usage_stats is not served: the usage comes once, after the last chunk",
                 param="stream_options.continuous_usage_stats",
             )
-    sampling: dict[str, Any] = {}
+    fields = (*_OPENAI_FIELDS, *VLLM_FIELDS)
+    sampling = {field: value for field in fields if (value := getattr(request, field)) is not None}
     if max_tokens is not None:
         sampling["max_tokens"] = max_tokens
-    for field in _OPENAI_FIELDS:
-        value = getattr(request, field)
-        if value is not None:
-            sampling[field] = value
     if logprobs is not None:
         sampling["logprobs"] = logprobs
-    for field in VLLM_FIELDS:
-        value = getattr(request, field)
-        if value is not None:
-            sampling[field] = value
     usage = not request.stream or bool(options is not None and options.include_usage)
     return Asked(sampling, max_tokens, logprobs, echo, usage)
 
