@@ -54,10 +54,9 @@ def model_outputs(
         wanted = [(spec.name, None) for spec in model.outputs]
     else:
         wanted = [(output, None) for output in produced]
-    if model.outputs is not None:
+    if model.output_names is not None and not produced.keys() <= model.output_names:
         undeclared = [output for output in produced if model.output_spec(output) is None]
-        if undeclared:
-            raise ModelError(f"model '{model.name}' returned undeclared outputs: {', '.join(map(repr, undeclared))}")
+        raise ModelError(f"model '{model.name}' returned undeclared outputs: {', '.join(map(repr, undeclared))}")
     if output_parameters:
         unknown = [output for output in output_parameters if output not in produced]
         if unknown:
@@ -85,7 +84,9 @@ def model_outputs(
             array = classify(output, array, datatype, requested.classification, labels)
             datatype = "BYTES"
         own = output_parameters.get(output) if output_parameters else None
-        outputs.append(OutputTensor(output, array, datatype, _output_parameters(model, output, own), requested))
+        if own is not None:
+            own = _output_parameters(model, output, own)
+        outputs.append(OutputTensor(output, array, datatype, own, requested))
     return outputs, parameters
 
 
@@ -112,6 +113,13 @@ def _produced_outputs(model: ServedModel, result: Any) -> Mapping[Any, Any]:
 
 
 def _output_array(model: ServedModel, output: str, value: Any) -> tuple[np.ndarray, str]:
+    # An array of a dtype and shape this output was found to go out as it is: nothing to cast or check again
+    # (a BYTES one's element is checked: an object array may hold anything). A streaming model's responses,
+    # a token each, pass here.
+    form = model.output_forms.get(output)
+    if form is not None and type(value) is np.ndarray and value.dtype in form[1] and value.shape in form[2]:
+        if form[0] != "BYTES" or (value.size == 1 and type(value.item()) is bytes):
+            return value, form[0]
     spec = model.output_spec(output)
     if value is None:
         raise ModelError(f"model '{model.name}' returned nothing (None) for output '{output}'")
@@ -123,7 +131,21 @@ def _output_array(model: ServedModel, output: str, value: Any) -> tuple[np.ndarr
             f"model '{model.name}' returned output '{output}' with shape {shape_text(array.shape)}, "
             f"declared {shape_text(spec.shape)}"
         )
+    if spec is not None and type(value) is np.ndarray and (array is value or datatype == "BYTES"):
+        _found_as_it_is(model, output, datatype, value)
     return array, datatype
+
+
+_FORMS = 16  # the dtypes and shapes kept an output: beyond them (a batch's every size), the checks run again
+
+
+def _found_as_it_is(model: ServedModel, output: str, datatype: str, value: np.ndarray) -> None:
+    """Remember that `value`'s dtype and shape go out as they are for `output` of `model`."""
+    form = model.output_forms.setdefault(output, (datatype, [], set()))
+    if value.dtype not in form[1] and len(form[1]) < _FORMS:
+        form[1].append(value.dtype)
+    if len(form[2]) < _FORMS:
+        form[2].add(value.shape)
 
 
 def _parameters(model: ServedModel, value: Any, what: str) -> dict[str, Any] | None:
