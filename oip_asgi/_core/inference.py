@@ -131,8 +131,8 @@ def _output_array(model: ServedModel, output: str, value: Any) -> tuple[np.ndarr
             f"model '{model.name}' returned output '{output}' with shape {shape_text(array.shape)}, "
             f"declared {shape_text(spec.shape)}"
         )
-    if spec is not None and type(value) is np.ndarray and (array is value or datatype == "BYTES"):
-        _found_as_it_is(model, output, datatype, value)
+    if spec is not None and type(value) is np.ndarray and (array is value or value.dtype == object):
+        _found_as_it_is(model, output, datatype, value)  # (a BYTES array of objects is checked on each response)
     return array, datatype
 
 
