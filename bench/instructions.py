@@ -15,7 +15,9 @@ the start-up (and the imports). The cases:
   and one of `--high` (the counts are chunks here, not requests); `W11vllm`, `W11usage`, `W11logprobs`: the
   same from a model of the vLLM backend's whole convention (bench/apps/_tokens.py), asked for nothing more
   (its finish_reason), for the usage (`stream_options.include_usage`: its token counts too) and for token
-  logprobs (`logprobs`, `top_logprobs` 1): what usage and logprobs cost a chunk (issue 38).
+  logprobs (`logprobs`, `top_logprobs` 1): what usage and logprobs cost a chunk (issue 38). Each with
+  `-server` (`W11-server`, `W11usage-server`, ...): the same served by uvicorn (uvloop, httptools) in the measured
+  process, the client a process of its own (not counted): the server's whole cost of a chunk, its sending too.
 - `W12shim`, `W12native`: W12's add_sub request (FP32 [4] twice, JSON) through the app serving its
   repository on a uvloop loop, as a `TritonPythonModel` through the Python-backend shim or as the same
   logic in our model.py form; `W12shim-call`, `W12native-call`: the model's call alone, as the core
@@ -30,6 +32,7 @@ Needs valgrind on the PATH and an interpreter that imports oip_asgi (and the W9 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -42,7 +45,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CASES = ("W1", "W1s", *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
-         "W11", "W11vllm", "W11usage", "W11logprobs",
+         *(f"W11{kind}{server}" for kind in ("", "vllm", "usage", "logprobs") for server in ("", "-server")),
          *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")))  # fmt: skip
 
 
@@ -100,8 +103,27 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     app_requester(loop, app, f"/v2/models/w9_{kind}/infer", (bodies / f"{key.lower()}.json").read_bytes())(count)
 
 
+# The `-server` cases' client: one streamed chat, read whole, then the server is told to stop (SIGINT).
+W11_CLIENT = """
+import http.client, os, signal, sys, time
+port, body, server = int(sys.argv[1]), sys.argv[2].encode(), int(sys.argv[3])
+while True:
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+        connection.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
+        response = connection.getresponse()
+        data = response.read()
+        break
+    except OSError:
+        time.sleep(0.2)
+assert response.status == 200 and data.endswith(b"data: [DONE]\\n\\n"), data[-200:]
+os.kill(server, signal.SIGINT)
+"""
+
+
 def w11(loop: Any, case: str, chunks: int) -> None:
-    """One streamed chat of `chunks` one-token chunks through `openai_app`, from W11's model or the vLLM one."""
+    """One streamed chat of `chunks` one-token chunks through `openai_app`, from W11's model or the vLLM one;
+    `-server`: through uvicorn, from a client process."""
     import json
 
     from _tokens import vllm_tokens_model
@@ -109,6 +131,7 @@ def w11(loop: Any, case: str, chunks: int) -> None:
 
     import oip_asgi
 
+    case, _, server = case.partition("-")
     if case == "W11":
         model = __import__("_tokens").tokens_model(
             "sampling_parameters", lambda parameters: int(json.loads(parameters[0]).get("max_tokens", 16))
@@ -120,8 +143,26 @@ def w11(loop: Any, case: str, chunks: int) -> None:
         "W11logprobs": {"logprobs": True, "top_logprobs": 1},
     }.get(case, {})
     body = {"model": "tokens", "messages": [{"role": "user", "content": "x"}], "stream": True, "max_tokens": chunks}
-    app = oip_asgi.openai_app(oip_asgi.oip_app({"tokens": model}))
-    app_requester(loop, app, "/chat/completions", json.dumps({**body, **asked}).encode())(1)
+    sent = json.dumps({**body, **asked})
+    v2 = oip_asgi.oip_app({"tokens": model})
+    if not server:
+        app_requester(loop, oip_asgi.openai_app(v2), "/chat/completions", sent.encode())(1)
+        return
+    import socket
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = subprocess.Popen([sys.executable, "-c", W11_CLIENT, str(port), sent, str(os.getpid())])
+    app = Starlette(routes=[Mount("/v2", v2), Mount("/v1", oip_asgi.openai_app(v2))])
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, loop="uvloop", http="httptools", log_level="warning")
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises the client's SIGINT again once it has stopped
+        uvicorn.Server(config).run()
+    assert client.wait() == 0, "the client did not read the whole answer"
 
 
 def w12(loop: Any, server: str, count: int) -> None:

@@ -300,9 +300,12 @@ def _text(model: ServedModel, outputs: list[OutputTensor]) -> str:
     output = outputs[0]
     if output.name != TEXT_OUTPUT:
         raise ModelError(f"model {quoted(model.name)} answered without its output 'text_output'")
-    pieces = output.array.ravel().tolist()
+    array = output.array
     try:
-        return "".join(piece.decode() if isinstance(piece, bytes) else str(piece) for piece in pieces)
+        if array.size == 1:  # a token: one element
+            piece = array.item(0)
+            return piece.decode() if type(piece) is bytes else str(piece)
+        return "".join(piece.decode() if isinstance(piece, bytes) else str(piece) for piece in array.ravel().tolist())
     except UnicodeDecodeError as exc:
         raise ModelError(f"model {quoted(model.name)}'s text_output is not UTF-8: {exc}") from None
 
@@ -311,18 +314,18 @@ def _extras(model: ServedModel, outputs: list[OutputTensor]) -> Extras:
     """What a response's additional outputs tell (conventions.EXTRAS), as the vLLM backend gives them."""
     finish = prompt_tokens = tokens = found = None
     for output in outputs[1:]:
-        values = output.array.ravel()
-        if not values.size:
+        array = output.array
+        if not array.size:
             continue
-        first = values[0]
+        first = array.item(0)  # an int of a count, the bytes of a text
         name = output.name
         if name == "finish_reason":
-            reason = first.decode(errors="replace") if isinstance(first, bytes) else str(first)
+            reason = first.decode(errors="replace") if type(first) is bytes else str(first)
             finish = None if reason in _UNFINISHED else reason
-        elif name == "num_input_tokens":
-            prompt_tokens = int(first)
         elif name == "num_output_tokens":
             tokens = int(first)
+        elif name == "num_input_tokens":
+            prompt_tokens = int(first)
         elif name == "logprobs":
             found = positions(model.name, first)
     return finish, prompt_tokens, tokens, found
