@@ -246,7 +246,8 @@ def main() -> None:
     for case in cases:
         low, high = instructions(case, args.low, args.bodies), instructions(case, args.high, args.bodies)
         unit = "chunk" if case.startswith("W11") else "request"
-        print(f"{case} in-process: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per {unit}")
+        where = "served by uvicorn" if case.endswith("-server") else "in-process"
+        print(f"{case} {where}: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per {unit}")
 
 
 if __name__ == "__main__":
