@@ -8,9 +8,9 @@ applies classification, and fails with the same messages on every wire.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from .._declarations.errors import BadRequest, ModelError
@@ -25,8 +25,7 @@ from .tensors import output_array, shape_text
 DEFAULT_OUTPUT = "OUTPUT0"  # the name a single unnamed result gets when a model declares no outputs
 
 
-@dataclass(slots=True)
-class OutputTensor:
+class OutputTensor(msgspec.Struct, gc=False):  # a Struct: built for every response, cheaper than a dataclass
     name: str
     array: np.ndarray
     datatype: str
@@ -64,6 +63,7 @@ def model_outputs(
             raise ModelError(f"model '{model.name}' returned parameters for outputs it did not return: {names}")
 
     outputs: list[OutputTensor] = []
+    forms = model.output_forms
     for output, requested in wanted:
         if not isinstance(output, str):  # it would go out as a number or base64 text: a name nobody asked for
             raise ModelError(f"model '{model.name}' returned an output keyed {output!r}; output names are strings")
@@ -73,7 +73,20 @@ def model_outputs(
                     f"model '{model.name}' did not produce output '{output}' (it produced {', '.join(produced)})"
                 )
             raise ModelError(f"model '{model.name}' did not return its declared output '{output}'")
-        array, datatype = _output_array(model, output, produced[output])
+        value = produced[output]
+        # An array of a dtype and shape this output was found to go out as it is: nothing to cast or check again
+        # (a BYTES one's element is checked: an object array may hold anything). A stream's every token passes here.
+        form = forms.get(output)
+        if (
+            form is not None
+            and type(value) is np.ndarray
+            and value.dtype in form[1]
+            and value.shape in form[2]
+            and (form[0] != "BYTES" or (value.size == 1 and type(value.item()) is bytes))
+        ):
+            array, datatype = value, form[0]
+        else:
+            array, datatype = _output_array(model, output, value)
         if requested is not None and requested.classification is not None:
             labels = model.labels_for(output)
             if labels is not None and array.ndim and array.shape[-1] > len(labels):
@@ -113,13 +126,6 @@ def _produced_outputs(model: ServedModel, result: Any) -> Mapping[Any, Any]:
 
 
 def _output_array(model: ServedModel, output: str, value: Any) -> tuple[np.ndarray, str]:
-    # An array of a dtype and shape this output was found to go out as it is: nothing to cast or check again
-    # (a BYTES one's element is checked: an object array may hold anything). A streaming model's responses,
-    # a token each, pass here.
-    form = model.output_forms.get(output)
-    if form is not None and type(value) is np.ndarray and value.dtype in form[1] and value.shape in form[2]:
-        if form[0] != "BYTES" or (value.size == 1 and type(value.item()) is bytes):
-            return value, form[0]
     spec = model.output_spec(output)
     if value is None:
         raise ModelError(f"model '{model.name}' returned nothing (None) for output '{output}'")

@@ -182,8 +182,19 @@ class TextExchange(DisconnectWatch):
         if parameters:
             self._parameters.update(parameters)
         logprobs = None
-        if extras is not None:
-            logprobs = self._take(extras)
+        if extras is not None:  # what the model tells besides its text (inline: a stream's every token)
+            finish, prompt_tokens, tokens, found = extras
+            if finish is not None:
+                self._finish = finish
+            if prompt_tokens is not None:
+                self._prompt_tokens = prompt_tokens
+            if tokens is not None:
+                self._counted = tokens + (self._counted or 0)
+            if found and self._logprobs is not None:
+                if self.streaming:
+                    logprobs = self._logprobs.chunk(found)
+                else:
+                    self._logprobs.add(found)
         if not text and logprobs is None:
             return
         if text:
@@ -194,21 +205,6 @@ class TextExchange(DisconnectWatch):
             await self._event(self._head + self._open + encoder.encode(text) + self._close)
         else:
             await self._event(self._head + self._open + encoder.encode(text) + self._middle + logprobs + self._tail)
-
-    def _take(self, extras: Extras) -> bytes | None:
-        """Keep what a response tells besides its text; a streamed chunk's logprobs, when it has any."""
-        finish, prompt_tokens, tokens, found = extras
-        if finish is not None:
-            self._finish = finish
-        if prompt_tokens is not None:
-            self._prompt_tokens = prompt_tokens
-        if tokens is not None:
-            self._counted = tokens + (self._counted or 0)
-        if found and self._logprobs is not None:
-            if self.streaming:
-                return self._logprobs.chunk(found)
-            self._logprobs.add(found)
-        return None
 
     async def finish(self) -> None:
         reason = self._finish_reason()
