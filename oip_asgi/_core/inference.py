@@ -22,6 +22,8 @@ from .request import DecodedRequest, RequestedOutput
 from .serving import ServedModel
 from .tensors import output_array, shape_text
 
+_ABSENT: Any = object()
+_ndarray = np.ndarray
 DEFAULT_OUTPUT = "OUTPUT0"  # the name a single unnamed result gets when a model declares no outputs
 
 
@@ -42,17 +44,23 @@ def model_outputs(
 ) -> tuple[list[OutputTensor], dict[str, Any] | None]:
     """The outputs to send, in order, and the response's parameters, from what the model returned."""
     parameters = output_parameters = None
-    if isinstance(result, Result):
-        parameters = _parameters(model, result.parameters, "response parameters")
-        output_parameters = result.output_parameters
-        result = result.outputs
-    produced = _produced_outputs(model, result)
+    if type(result) is dict:  # the usual result: a mapping of output name to value
+        produced: Mapping[Any, Any] = result
+    else:
+        if isinstance(result, Result):
+            parameters = _parameters(model, result.parameters, "response parameters")
+            output_parameters = result.output_parameters
+            result = result.outputs
+        produced = _produced_outputs(model, result)
     if request.outputs is not None:
         wanted: list[tuple[Any, RequestedOutput | None]] = [(output.name, output) for output in request.outputs]
     elif model.outputs is not None:
         wanted = [(spec.name, None) for spec in model.outputs]
     else:
         wanted = [(output, None) for output in produced]
+        for output in produced:
+            if not isinstance(output, str):  # it would go out as a number or base64 text: a name nobody asked for
+                raise ModelError(f"model '{model.name}' returned an output keyed {output!r}; output names are strings")
     if model.output_names is not None and not produced.keys() <= model.output_names:
         undeclared = [output for output in produced if model.output_spec(output) is None]
         raise ModelError(f"model '{model.name}' returned undeclared outputs: {', '.join(map(repr, undeclared))}")
@@ -65,21 +73,19 @@ def model_outputs(
     outputs: list[OutputTensor] = []
     forms = model.output_forms
     for output, requested in wanted:
-        if not isinstance(output, str):  # it would go out as a number or base64 text: a name nobody asked for
-            raise ModelError(f"model '{model.name}' returned an output keyed {output!r}; output names are strings")
-        if output not in produced:
+        value = produced.get(output, _ABSENT)
+        if value is _ABSENT:
             if model.outputs is None:
                 raise BadRequest(
                     f"model '{model.name}' did not produce output '{output}' (it produced {', '.join(produced)})"
                 )
             raise ModelError(f"model '{model.name}' did not return its declared output '{output}'")
-        value = produced[output]
         # An array of a dtype and shape this output was found to go out as it is: nothing to cast or check again
         # (a BYTES one's element is checked: an object array may hold anything). A stream's every token passes here.
         form = forms.get(output)
         if (
             form is not None
-            and type(value) is np.ndarray
+            and type(value) is _ndarray
             and value.dtype in form[1]
             and value.shape in form[2]
             and (form[0] != "BYTES" or (value.size == 1 and type(value.item()) is bytes))
@@ -96,10 +102,10 @@ def model_outputs(
                 )
             array = classify(output, array, datatype, requested.classification, labels)
             datatype = "BYTES"
-        own = output_parameters.get(output) if output_parameters else None
-        if own is not None:
-            own = _output_parameters(model, output, own)
-        outputs.append(OutputTensor(output, array, datatype, own, requested))
+        if output_parameters and (own := output_parameters.get(output)) is not None:
+            outputs.append(OutputTensor(output, array, datatype, _output_parameters(model, output, own), requested))
+        else:
+            outputs.append(OutputTensor(output, array, datatype, None, requested))
     return outputs, parameters
 
 

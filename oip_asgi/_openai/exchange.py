@@ -101,6 +101,7 @@ class TextExchange(DisconnectWatch):
         self._prompt_tokens: int | None = None  # its num_input_tokens
         self._counted: int | None = None  # its num_output_tokens, summed
         self._echo: str | None = None  # the prompt this server puts before the answer (a completion's echo)
+        self._decoded: DecodedRequest | None = None  # the model's request, once decoded
         self._logprobs = TokenLogprobs(chat=self.chat, top=asked.logprobs) if asked.logprobs is not None else None
         kind = "chat.completion" if self.chat else "text_completion"
         self._id = f"{'chatcmpl' if self.chat else 'cmpl'}-{uuid.uuid4().hex}"
@@ -149,6 +150,7 @@ class TextExchange(DisconnectWatch):
         decoded = convention.request(
             prompt, stream=self.streaming, sampling=encoder.encode(asked.sampling), echo=model_echoes, extras=wanted
         )
+        self._decoded = decoded
         self.watch()
         return decoded
 
@@ -186,8 +188,9 @@ class TextExchange(DisconnectWatch):
             finish, prompt_tokens, tokens, found = extras
             if finish is not None:
                 self._finish = finish
-            if prompt_tokens is not None:
+            if prompt_tokens is not None and self._prompt_tokens is None:
                 self._prompt_tokens = prompt_tokens
+                self._ask_no_more("num_input_tokens")
             if tokens is not None:
                 self._counted = tokens + (self._counted or 0)
             if found and self._logprobs is not None:
@@ -235,6 +238,14 @@ class TextExchange(DisconnectWatch):
         """A failure after the stream started: an event holding OpenAI's error object, then the end."""
         await self._event(b"data: " + encoder.encode(error_object(error)) + b"\n\n")
         await end_events(self._send)
+
+    def _ask_no_more(self, name: str) -> None:
+        """Leave output `name` out of the next responses: the vLLM backend sends it with each, and it tells the
+        same each time (the prompt's tokens). The core reads a request's outputs on each response."""
+        decoded = self._decoded
+        if decoded is not None and decoded.outputs is not None:
+            asked = decoded.outputs
+            decoded.outputs = [output for output in asked if output.name != name]
 
     async def _event(self, data: bytes) -> None:
         await send_event(self._send, data)
@@ -313,15 +324,15 @@ def _extras(model: ServedModel, outputs: list[OutputTensor]) -> Extras:
         array = output.array
         if not array.size:
             continue
-        first = array.item(0)  # an int of a count, the bytes of a text
+        first = array.item(0)  # an int of a count (the core cast it to its declared UINT32), the bytes of a text
         name = output.name
-        if name == "finish_reason":
+        if name == "num_output_tokens":
+            tokens = first
+        elif name == "finish_reason":
             reason = first.decode(errors="replace") if type(first) is bytes else str(first)
             finish = None if reason in _UNFINISHED else reason
-        elif name == "num_output_tokens":
-            tokens = int(first)
         elif name == "num_input_tokens":
-            prompt_tokens = int(first)
+            prompt_tokens = first
         elif name == "logprobs":
             found = positions(model.name, first)
     return finish, prompt_tokens, tokens, found

@@ -90,8 +90,11 @@ class TokenLogprobs:
 
     def chunk(self, found: list[Position]) -> bytes:
         """The `logprobs` of a streamed chunk holding these positions, as JSON."""
-        parts = self._parts(found)
-        return _chat_json(parts[0]) if self._chat else _completion_json(parts)
+        if self._chat:  # a stream's every token: the chat's tokens written straight
+            if len(found) == 1 and found[0]:  # a chunk's usual one token
+                return b'{"content":[' + self._chat_token(found[0]) + b"]}"
+            return _chat_json([self._chat_token(position) for position in found if position])
+        return _completion_json(self._parts(found))
 
     def add(self, found: list[Position]) -> None:
         """Keep these positions for the whole answer."""
@@ -121,13 +124,19 @@ class TokenLogprobs:
     def _chat_token(self, position: Position) -> bytes:
         """One position as a chat's token logprob: ``{"token", "logprob", "bytes", "top_logprobs"}``."""
         chosen = next(iter(position.values()))
+        token = chosen.decoded_token
+        _, opening, held = _PIECES.get(token) or _pieces(token)
+        logprob = chosen.logprob
+        own = opening + (encoder.encode(logprob) if logprob >= _FLOOR else _number(logprob)) + held
+        if not self._top:
+            return own + b',"top_logprobs":[]}'
+        if len(position) == 1:  # the sampled token alone: it is the likeliest too (a stream's usual position)
+            return own + b',"top_logprobs":[' + own + b"}]}"
         top = []
-        if self._top:
-            for entry in self._ranked(position):
-                _, opening, held = _pieces(entry.decoded_token)
-                top.append(opening + _number(entry.logprob) + held + b"}")
-        _, opening, held = _pieces(chosen.decoded_token)
-        return opening + _number(chosen.logprob) + held + b',"top_logprobs":[' + b",".join(top) + b"]}"
+        for entry in self._ranked(position):
+            _, opening, held = _PIECES.get(entry.decoded_token) or _pieces(entry.decoded_token)
+            top.append(opening + _number(entry.logprob) + held + b"}")
+        return own + b',"top_logprobs":[' + b",".join(top) + b"]}"
 
     def _completion_token(self, position: Position, into: list[list[bytes]]) -> None:
         """One position as a completion's: its text offset, logprob, token and top logprobs, each into its list."""
