@@ -151,6 +151,11 @@ async def test_a_chats_logprobs_are_openais_from_the_models(client: httpx.AsyncC
         ranked = sorted(step.logprobs.values(), key=lambda entry: entry["rank"])[:2]
         assert [top["token"] for top in token["top_logprobs"]] == [entry["decoded_token"] for entry in ranked]
         assert token["top_logprobs"][0]["logprob"] >= token["top_logprobs"][1]["logprob"]
+    # top_logprobs 1 at temperature 0: the sampled token is the likeliest, its position's one entry (a stream's usual).
+    alone, together = await both(client, "/chat/completions", {**body, "top_logprobs": 1})
+    assert alone == together and alone["logprobs"]["content"]
+    for token in alone["logprobs"]["content"]:
+        assert token["top_logprobs"] == [{key: token[key] for key in ("token", "logprob", "bytes")}]
     # logprobs alone: the sampled tokens, no alternatives (top_logprobs 0, as OpenAI and vLLM answer).
     only = (await client.post("/chat/completions", json={**body, "top_logprobs": None})).json()
     assert all(token["top_logprobs"] == [] for token in only["choices"][0]["logprobs"]["content"])
