@@ -88,7 +88,7 @@ def model_outputs(
             and type(value) is _ndarray
             and value.dtype in form[1]
             and value.shape in form[2]
-            and (form[0] != "BYTES" or (value.size == 1 and type(value.item()) is bytes))
+            and (not form[3] or (value.size == 1 and type(value.item()) is bytes))
         ):
             array, datatype = value, form[0]
         else:
@@ -153,7 +153,7 @@ _FORMS = 16  # the dtypes and shapes kept an output: beyond them (a batch's ever
 
 def _found_as_it_is(model: ServedModel, output: str, datatype: str, value: np.ndarray) -> None:
     """Remember that `value`'s dtype and shape go out as they are for `output` of `model`."""
-    form = model.output_forms.setdefault(output, (datatype, [], set()))
+    form = model.output_forms.setdefault(output, (datatype, [], set(), datatype == "BYTES"))
     if value.dtype not in form[1] and len(form[1]) < _FORMS:
         form[1].append(value.dtype)
     if len(form[2]) < _FORMS:

@@ -321,10 +321,10 @@ def _extras(model: ServedModel, outputs: list[OutputTensor]) -> Extras:
     """What a response's additional outputs tell (conventions.EXTRAS), as the vLLM backend gives them."""
     finish = prompt_tokens = tokens = found = None
     for output in outputs[1:]:
-        array = output.array
-        if not array.size:
+        try:
+            first = output.array.item(0)  # an int of a count (cast to its declared integer type), a text's bytes
+        except IndexError:  # an empty array tells nothing
             continue
-        first = array.item(0)  # an int of a count (the core cast it to its declared UINT32), the bytes of a text
         name = output.name
         if name == "num_output_tokens":
             tokens = first
