@@ -6,6 +6,10 @@ the counts move by a few percent); the difference, divided by the difference of 
 the start-up (and the imports). The cases:
 
 - `W1`: W1's request driven straight into the app (`inprocess.requester`: no server, no event loop);
+- `W2s`: the same tensor as tritonclient sends it by default, binary after the JSON, its output asked back
+  binary (a small W2), driven the same way;
+- `G1`: the same tensor in a ModelInferRequest's raw_input_contents, through the gRPC codec alone (parsed,
+  decoded, the identity's outputs built, encoded and serialized: what ModelInfer adds around the core);
 - `W1s`: the same body to the sync identity, through the app on a uvloop loop (`w9_inprocess`'s
   requester), the model on oip-asgi's worker thread: what any sync model's request costs;
 - `W9s1`, `W9x1`, `W9o1`: W9's [1,100] request to each model file through the app on a uvloop loop,
@@ -44,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-CASES = ("W1", "W1s", *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
+CASES = ("W1", "W2s", "G1", "W1s", *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
          *(f"W11{kind}{server}" for kind in ("", "vllm", "usage", "logprobs") for server in ("", "-server")),
          *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")))  # fmt: skip
 
@@ -58,15 +62,21 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     import oip_asgi
 
     body = json_request("INPUT0", np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32))
-    if case == "W1":
+    if case in ("W1", "W2s"):
         from harness.inprocess import requester
         from inprocess import identity
 
         app = Starlette()
         oip_asgi.mount(app, {"identity": identity}, path="/v2")
-        request = requester(app, "/v2/models/identity/infer", body)
+        header_length = None
+        if case == "W2s":
+            body, header_length = binary_request()
+        request = requester(app, "/v2/models/identity/infer", body, header_length)
         for _ in range(count):
             request()
+        return
+    if case == "G1":
+        grpc_codec(count)
         return
     import ours_app
     import uvloop
@@ -163,6 +173,46 @@ def w11(loop: Any, case: str, chunks: int) -> None:
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises the client's SIGINT again once it has stopped
         uvicorn.Server(config).run()
     assert client.wait() == 0, "the client did not read the whole answer"
+
+
+def binary_request() -> tuple[bytes, int]:
+    """W1's tensor as tritonclient sends it by default: binary after the JSON, its output asked for binary."""
+    import json
+
+    import numpy as np
+    from workloads.http_bodies import SEED
+
+    tensor = np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32)
+    header = {
+        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "parameters": {"binary_data_size": 64}}],
+        "outputs": [{"name": "INPUT0", "parameters": {"binary_data": True}}],
+    }
+    head = json.dumps(header).encode()
+    return head + tensor.tobytes(), len(head)
+
+
+def grpc_codec(count: int) -> None:
+    """ModelInfer's codec around the identity: the request parsed and decoded, the reply encoded and serialized."""
+    import numpy as np
+    from workloads.http_bodies import SEED
+
+    import oip_asgi
+    from oip_asgi._core.inference import model_outputs
+    from oip_asgi._core.responding import Reply
+    from oip_asgi.grpc import _codec
+    from oip_asgi.grpc import inference_pb2 as pb
+
+    tensor = np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32)
+    message = pb.ModelInferRequest(model_name="identity")
+    message.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 16])
+    message.raw_input_contents.append(tensor.tobytes())
+    body = message.SerializeToString()
+    model = oip_asgi.oip_app({"identity": lambda INPUT0: {"INPUT0": INPUT0}}).core.served.get("identity")
+    for _ in range(count):
+        request, raw = _codec.parse_request(body)
+        decoded, typed = _codec.decode_request(request, model, raw)
+        outputs, parameters = model_outputs(model, decoded, {"INPUT0": decoded.inputs["INPUT0"]})
+        _codec.serialize(*_codec.encode_response(Reply(model, decoded, outputs, parameters), parameters, typed))
 
 
 def w12(loop: Any, server: str, count: int) -> None:

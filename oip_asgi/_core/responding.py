@@ -147,24 +147,28 @@ class Responder:
         request = await exchange.decode(model)
         times.decoded = now()
         try:
-            # The model's call inline, not in a helper coroutine: one frame fewer on the hot path.
-            result = await model(request, times)
-            returned = now()
-            times.returned = True
             try:
-                outputs, parameters = model_outputs(model, request, result)
-                response = exchange.encode(Reply(model, request, outputs, parameters))
-            except ModelError as error:
-                raise _logged(model, error) from error.__cause__
-        except OIPError:
-            if times.called:  # the model ran, or was about to: its failure, counted once
-                model.statistics.failed(times, now())
-            raise
-        built = now()
-        times.output = built - returned
-        model.statistics.succeeded(times, built)
-        await exchange.send(response)
-        return response
+                # The model's call inline, not in a helper coroutine: one frame fewer on the hot path.
+                result = await model(request, times)
+                returned = now()
+                times.returned = True
+                try:
+                    outputs, parameters = model_outputs(model, request, result)
+                    response = exchange.encode(Reply(model, request, outputs, parameters))
+                except ModelError as error:
+                    raise _logged(model, error) from error.__cause__
+            except OIPError:
+                if times.called:  # the model ran, or was about to: its failure, counted once
+                    model.statistics.failed(times, now())
+                raise
+            built = now()
+            times.output = built - returned
+            model.statistics.succeeded(times, built)
+            await exchange.send(response)
+            return response
+        finally:
+            if request.held is not None:  # the shared-memory regions it read or wrote
+                request.held.release()
 
     async def streaming(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Any:
         """The streaming body: a decoupled model's each value sent as one response as it comes
@@ -220,6 +224,8 @@ class Responder:
             model.statistics.cancelled(times, now())  # as Triton counts a request cancelled while it runs
             raise
         finally:
+            if request.held is not None:
+                request.held.release()
             model.end_stream()
             await steps.close()
             if trace is not None:

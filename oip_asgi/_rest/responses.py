@@ -16,6 +16,7 @@ from starlette.types import Send
 from .._core.inference import OutputTensor
 from .._core.request import DecodedRequest
 from .._core.serving import ServedModel
+from .._core.shared_memory import Written, output_to_write
 from .._core.tensors import binary_chunks
 from .._declarations.errors import ClientDisconnected, OIPError
 from .._http.routing import SendFailed as SendFailed  # raised here, caught at the router's boundary
@@ -127,11 +128,24 @@ def inference_response(
     """The JSON header and the binary parts of an inference response.
 
     An output the request lists is binary when its own ``binary_data`` says so; the outputs it does
-    not list follow ``binary_data_output`` (as Triton and KServe read the binary data extension).
+    not list follow ``binary_data_output`` (as Triton and KServe read the binary data extension). One it
+    places in shared memory is written there, and answered without data, as Triton answers it.
     """
     items: list[ResponseOutput] = []
     binary: list[bytes | memoryview] = []
+    placed: list[Written] = []
     for output in outputs:
+        if output.requested is not None and output.requested.placed is not None:
+            placed.append(output_to_write(output.requested.placed, output.name, output.array, output.datatype))
+            items.append(
+                ResponseOutput(
+                    name=output.name,
+                    datatype=output.datatype,
+                    shape=list(output.array.shape),
+                    parameters=output.parameters,
+                )
+            )
+            continue
         as_binary = request.binary_outputs if output.requested is None else bool(output.requested.binary)
         shape = list(output.array.shape)
         if as_binary:
@@ -146,6 +160,8 @@ def inference_response(
                     name=output.name, datatype=output.datatype, shape=shape, parameters=output.parameters, data=data
                 )
             )
+    for written in placed:  # once every output fits its place
+        written.write()
     response = InferenceResponse(
         model_name=model.name, model_version=model.version, id=request.id, parameters=parameters, outputs=items
     )
