@@ -59,6 +59,10 @@ class ServedModel:
         self.outputs = model.outputs
         self.input_spec = model.input_spec
         self.output_spec = model.output_spec
+        self.output_names = None if model.outputs is None else frozenset(spec.name for spec in model.outputs)
+        # Each output's datatype, the array dtypes and shapes found to go out as they are, whether it is BYTES
+        # (inference.py).
+        self.output_forms: dict[str, tuple[str, list[Any], set[tuple[int, ...]], bool]] = {}
         self.labels_for = model.labels_for
         self.decoupled = model.decoupled  # a generator: it answers over time, on a streaming body
         calling = model.calling  # how to call it: read here once, never per request
