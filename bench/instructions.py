@@ -36,8 +36,50 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-CASES = ("W1", "W1s", *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
+# W1's request to each app, in-process and (`-server`) through uvicorn's protocol: the floor's, ours as the
+# serve command serves it, mounted in Starlette, mounted under a host's middleware, and in front of it.
+W1_APPS = ("floor", "W1", "W1cli", "W1mw", "W1fast", "W1s", "W1scli")
+CASES = (*W1_APPS, *(f"{app}-server" for app in W1_APPS),
+         *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
          *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")))  # fmt: skip
+
+
+class Passthrough:
+    """A host's middleware that does nothing: what any pure-ASGI middleware costs at the least."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+def w1_app(case: str, body: bytes) -> tuple[Any, str]:
+    """The app a W1 case drives, and the path it posts to."""
+    import floor_app
+    import ours_app
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+
+    import oip_asgi
+
+    if case == "floor":
+        return floor_app.build(body), "/v2/models/fixed/infer"
+    sync = case.startswith("W1s")
+    name = "identity_sync" if sync else "identity"
+    models = {name: ours_app.identity_sync if sync else ours_app.identity}
+    path = f"/v2/models/{name}/infer"
+    kind = case.removeprefix("W1s" if sync else "W1")
+    if kind == "cli":
+        from oip_asgi._hosts.cli.served import Served
+
+        return Served(oip_asgi.oip_app(models)), path
+    app = Starlette(middleware=[Middleware(Passthrough)] if kind in ("mw", "fast") else [])
+    if kind == "fast":
+        oip_asgi.mount(app, models, path="/v2", bypass_host_middleware=True)
+    else:
+        oip_asgi.mount(app, models, path="/v2")
+    return app, path
 
 
 def run(case: str, count: int, bodies: Path | None) -> None:
@@ -49,29 +91,24 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     import oip_asgi
 
     body = json_request("INPUT0", np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32))
-    if case == "W1":
-        from harness.inprocess import requester
-        from inprocess import identity
-
-        app = Starlette()
-        oip_asgi.mount(app, {"identity": identity}, path="/v2")
-        request = requester(app, "/v2/models/identity/infer", body)
-        for _ in range(count):
-            request()
-        return
     import ours_app
     import uvloop
-    from harness.inprocess import app_requester
+    from harness.inprocess import app_requester, requester, server_requester
 
     loop = uvloop.new_event_loop()
+    app_case, server, _ = case.partition("-server")
+    if app_case in W1_APPS:
+        app, path = w1_app(app_case, body)
+        if server or app_case.startswith("W1s"):  # on the loop (a sync model's worker thread, uvicorn)
+            (server_requester if server else app_requester)(loop, app, path, body)(count)
+        else:  # driven with no loop at all: the app's own work
+            request = requester(app, path, body)
+            for _ in range(count):
+                request()
+        return
     if case.startswith("W12"):
         server, _, call = case[3:].partition("-")
         (w12_calls if call else w12)(loop, server, count)
-        return
-    if case == "W1s":
-        app = Starlette()
-        oip_asgi.mount(app, {"identity_sync": ours_app.identity_sync}, path="/v2")
-        app_requester(loop, app, "/v2/models/identity_sync/infer", body)(count)
         return
     assert bodies is not None, "the W9 cases need --bodies"
     key, _, library = case.partition("-")
