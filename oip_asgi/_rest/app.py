@@ -90,7 +90,7 @@ class OIPApp(WireApp):
         # Tried in order, the most frequent request first; a model's metadata last, as its pattern takes any
         # /models/{name} (as in Triton, a model named "stats" has no metadata URL: that is every model's statistics).
         self.routes = [
-            Route(MODEL + "/infer", self._infer, "inference", methods=["POST"], name="model_infer"),
+            Route(MODEL + "/infer", self._infer, "inference", methods=["POST"], name="model_infer", front=True),
             Route("", self._server_metadata, "metadata", name="server_metadata"),
             Route("/health/live", self._live, "health", name="server_live"),
             Route("/health/ready", self._ready, "health", name="server_ready"),
@@ -316,7 +316,9 @@ class _RESTExchange:
             content_length=_length_header(headers, b"content-length"),
             content_encoding=headers.get(b"content-encoding"),
         )
-        header_length = _length_header(headers, b"inference-header-content-length")
+        header_length = None
+        if b"inference-header-content-length" in headers:  # a JSON body has none: no call for it
+            header_length = _length_header(headers, b"inference-header-content-length")
         return read_request(reader, header_length, model, max_header_size=self._app.max_json_size)
 
     def encode(self, reply: Reply) -> tuple[bytes, list[bytes | memoryview]]:
@@ -325,7 +327,8 @@ class _RESTExchange:
     async def send(self, response: tuple[bytes, list[bytes | memoryview]]) -> None:
         header, binary = response
         headers = [OCTET_STREAM, (b"inference-header-content-length", str(len(header)).encode())] if binary else [JSON]
-        encoding = choose_encoding(self._headers.get(b"accept-encoding"))
+        accepted = self._headers.get(b"accept-encoding")
+        encoding = choose_encoding(accepted) if accepted else None
         self.sent = await send_response(self._send, 200, headers, [header, *binary], encoding=encoding)
         self.responses = 1
 
