@@ -7,7 +7,7 @@ applies classification, and fails with the same messages on every wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,13 +48,14 @@ def model_outputs(
         output_parameters = result.output_parameters
         result = result.outputs
     produced = _produced_outputs(model, result)
+    wanted: Sequence[tuple[Any, RequestedOutput | None]]
     if request.outputs is not None:
-        wanted: list[tuple[Any, RequestedOutput | None]] = [(output.name, output) for output in request.outputs]
+        wanted = [(output.name, output) for output in request.outputs]
     elif model.outputs is not None:
-        wanted = [(spec.name, None) for spec in model.outputs]
+        wanted = model.every_output
     else:
         wanted = [(output, None) for output in produced]
-    if model.outputs is not None:
+    if model.outputs is not None and not all(map(model.output_spec, produced)):  # C calls, no frame of ours
         undeclared = [output for output in produced if model.output_spec(output) is None]
         if undeclared:
             raise ModelError(f"model '{model.name}' returned undeclared outputs: {', '.join(map(repr, undeclared))}")
@@ -85,12 +86,14 @@ def model_outputs(
             array = classify(output, array, datatype, requested.classification, labels)
             datatype = "BYTES"
         own = output_parameters.get(output) if output_parameters else None
-        outputs.append(OutputTensor(output, array, datatype, _output_parameters(model, output, own), requested))
+        if own is not None:
+            own = _output_parameters(model, output, own)
+        outputs.append(OutputTensor(output, array, datatype, own, requested))
     return outputs, parameters
 
 
 def _produced_outputs(model: ServedModel, result: Any) -> Mapping[Any, Any]:
-    if isinstance(result, Mapping):
+    if type(result) is dict or isinstance(result, Mapping):  # a dict, mostly: no ABC's check for it
         return result
     if result is None:
         raise ModelError(f"model '{model.name}' returned nothing (None); return its outputs")
@@ -142,8 +145,6 @@ def _parameters(model: ServedModel, value: Any, what: str) -> dict[str, Any] | N
 
 
 def _output_parameters(model: ServedModel, output: str, value: Any) -> dict[str, Any] | None:
-    if value is None:  # nearly every output: nothing to check
-        return None
     parameters = _parameters(model, value, f"parameters for output '{output}'")
     reserved = sorted(_RESERVED_OUTPUT_PARAMETERS.intersection(parameters or ()))
     if reserved:

@@ -56,8 +56,11 @@ class ServedModel:
         # The declaration's specs, read on every request: held here rather than reached through `model`.
         self.inputs = model.inputs
         self.outputs = model.outputs
-        self.input_spec = model.input_spec
-        self.output_spec = model.output_spec
+        # Each a dict's own get: a C call, no Python frame, on every request.
+        self.input_spec = {spec.name: spec for spec in model.inputs or ()}.get
+        self.output_spec = {spec.name: spec for spec in model.outputs or ()}.get
+        # What a request that names no outputs gets: every declared one, in order (none declared: what it returns).
+        self.every_output: tuple[tuple[str, None], ...] = tuple((spec.name, None) for spec in model.outputs or ())
         self.labels_for = model.labels_for
         self.decoupled = model.decoupled  # a generator: it answers over time, on a streaming body
         calling = model.calling  # how to call it: read here once, never per request
@@ -96,6 +99,11 @@ class ServedModel:
                 statistics=self.statistics,
                 each=self.invoke_requests if self.takes_requests else None,
             )
+        # An async model of plain inputs, with no batcher, limit or instances between: the answering body awaits
+        # its function itself (`Responder.once`), with no coroutine of the core between them.
+        plain = not (model.takes_parameters or model.takes_input_parameters or calling.takes_requests)
+        direct = model.is_async and plain and self.batcher is None and self._instance_count is None
+        self.direct: Callable[..., Any] | None = model.predict if direct and model.max_concurrency is None else None
 
     def __repr__(self) -> str:
         return f"<ServedModel {self.name!r} version {self.version!r} {self.state}>"

@@ -42,7 +42,11 @@ def decode_request(data: JSONText, header_length: int | None) -> InferenceReques
         if bulk is not None:
             return bulk
     try:
-        return parse_request(data)
+        try:
+            request: InferenceRequest = request_decoder.decode(data)  # flat data, the common form: no call between
+            return request
+        except msgspec.ValidationError:
+            return parse_request(data)
     except msgspec.ValidationError as exc:
         raise BadRequest(_validation_message(exc, data)) from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec raises the latter for invalid UTF-8

@@ -53,7 +53,9 @@ async def read_request(
         declared = header_length
 
     check_inputs(model, request.inputs)
-    decoded = DecodedRequest({}, request.id, request.parameters or {}, _requested(request), _binary_outputs(request))
+    binary_outputs = _binary_outputs(request) if request.parameters else False
+    requested = _requested(request) if request.outputs is not None else None
+    decoded = DecodedRequest({}, request.id, request.parameters or {}, requested, binary_outputs)
     if model.model.takes_input_parameters:
         decoded.input_parameters = input_parameters(header)
     if decoded.outputs is not None:

@@ -53,7 +53,8 @@ async def send_response(
         if encoding is not None:
             return await _send_compressed(send, status, headers, parts, encoding)
         size = sum(map(len, parts))
-        await send({"type": "http.response.start", "status": status, "headers": [*headers, _length(size)]})
+        length = (b"content-length", str(size).encode())
+        await send({"type": "http.response.start", "status": status, "headers": [*headers, length]})
         if len(parts) == 1 and size <= SLICE:  # the common case: one message, the body as it is
             await send({"type": "http.response.body", "body": bytes(parts[0])})
             return size
@@ -115,10 +116,6 @@ async def send_error(send: Send, error: OIPError) -> None:
     headers, body = render_error(error)
     raw = [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in headers[:-1]]
     await send_response(send, error.status_code, raw, [body])
-
-
-def _length(size: int) -> tuple[bytes, bytes]:
-    return (b"content-length", str(size).encode())
 
 
 def inference_response(
