@@ -7,7 +7,7 @@ applies classification, and fails with the same messages on every wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,14 +47,14 @@ def model_outputs(
         parameters = _parameters(model, result.parameters, "response parameters")
         output_parameters = result.output_parameters
         result = result.outputs
-    produced = _produced_outputs(model, result)
-    wanted: Sequence[tuple[Any, RequestedOutput | None]]
+    produced = result if type(result) is dict else _produced_outputs(model, result)
+    wanted: Iterable[tuple[Any, RequestedOutput | None]]
     if request.outputs is not None:
         wanted = [(output.name, output) for output in request.outputs]
     elif model.outputs is not None:
         wanted = model.every_output
     else:
-        wanted = [(output, None) for output in produced]
+        wanted = dict.fromkeys(produced).items()  # (name, None) pairs, made in C
     if model.outputs is not None and not all(map(model.output_spec, produced)):  # C calls, no frame of ours
         undeclared = [output for output in produced if model.output_spec(output) is None]
         if undeclared:
@@ -93,7 +93,7 @@ def model_outputs(
 
 
 def _produced_outputs(model: ServedModel, result: Any) -> Mapping[Any, Any]:
-    if type(result) is dict or isinstance(result, Mapping):  # a dict, mostly: no ABC's check for it
+    if isinstance(result, Mapping):
         return result
     if result is None:
         raise ModelError(f"model '{model.name}' returned nothing (None); return its outputs")

@@ -19,7 +19,6 @@ from .._core.extensions import MODEL, REGISTRY, Extension
 from .._core.load_request import load_arguments
 from .._core.logs import follow_the_host
 from .._core.request import DecodedRequest
-from .._core.responding import Reply
 from .._core.server import CoreOptions, ServerCore
 from .._core.serving import ServedModel
 from .._core.unsupported import unsupported
@@ -296,7 +295,12 @@ class _RESTExchange:
 
     def __init__(self, app: OIPApp, scope: Scope, receive: Receive, send: Send) -> None:
         self._app = app
-        self._headers = headers_named(scope, _INFERENCE_HEADERS)
+        headers: dict[bytes, str] = {}  # `headers_named`, inline: one pass over the headers, no call
+        for key, value in scope["headers"]:
+            key = key.lower()
+            if key in _INFERENCE_HEADERS and key not in headers:
+                headers[key] = value.decode("latin-1")
+        self._headers = headers
         self._receive = receive
         self._send = send
         self._reader: BodyReader | None = None
@@ -321,8 +325,8 @@ class _RESTExchange:
             header_length = _length_header(headers, b"inference-header-content-length")
         return read_request(reader, header_length, model, max_header_size=self._app.max_json_size)
 
-    def encode(self, reply: Reply) -> tuple[bytes, list[bytes | memoryview]]:
-        return inference_response(reply.model, reply.request, reply.outputs, reply.parameters)
+    # The reply's JSON header and binary parts: `inference_response` itself, no method between.
+    encode = staticmethod(inference_response)
 
     async def send(self, response: tuple[bytes, list[bytes | memoryview]]) -> None:
         header, binary = response

@@ -150,12 +150,14 @@ class BodyReader:
             if message["type"] == "http.disconnect":
                 raise ClientDisconnected
             body: bytes = message.get("body", b"")
-            self._more = message.get("more_body", False)
-            self._take(body)
-            whole = self.content_length is None or len(body) == self.content_length
-            if not self._more and whole:
-                self._position = len(body)
-                return body
+            self._more = more = message.get("more_body", False)
+            self.received = size = len(body)
+            if size > self._limit:
+                raise self._too_large()
+            if not more and (self.content_length is None or size == self.content_length):
+                return body  # the chunk stays empty: nothing is left of it
+            self._chunk = memoryview(body)
+            self._position = 0
         if self.content_length is not None:
             return await self.read(
                 self.content_length - self.received + (len(self._chunk) - self._position), "the body"

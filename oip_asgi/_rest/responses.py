@@ -13,9 +13,7 @@ from typing import Any
 
 from starlette.types import Send
 
-from .._core.inference import OutputTensor
-from .._core.request import DecodedRequest
-from .._core.serving import ServedModel
+from .._core.responding import Reply
 from .._core.tensors import binary_chunks
 from .._declarations.errors import ClientDisconnected, OIPError
 from .._http.routing import SendFailed as SendFailed  # raised here, caught at the router's boundary
@@ -118,17 +116,16 @@ async def send_error(send: Send, error: OIPError) -> None:
     await send_response(send, error.status_code, raw, [body])
 
 
-def inference_response(
-    model: ServedModel, request: DecodedRequest, outputs: list[OutputTensor], parameters: dict[str, Any] | None
-) -> tuple[bytes, list[bytes | memoryview]]:
-    """The JSON header and the binary parts of an inference response.
+def inference_response(reply: Reply) -> tuple[bytes, list[bytes | memoryview]]:
+    """The JSON header and the binary parts of the inference response of `reply`.
 
     An output the request lists is binary when its own ``binary_data`` says so; the outputs it does
     not list follow ``binary_data_output`` (as Triton and KServe read the binary data extension).
     """
+    request = reply.request
     items: list[ResponseOutput] = []
     binary: list[bytes | memoryview] = []
-    for output in outputs:
+    for output in reply.outputs:
         as_binary = request.binary_outputs if output.requested is None else bool(output.requested.binary)
         shape = list(output.array.shape)
         if as_binary:
@@ -143,8 +140,9 @@ def inference_response(
                     name=output.name, datatype=output.datatype, shape=shape, parameters=output.parameters, data=data
                 )
             )
+    model = reply.model
     response = InferenceResponse(
-        model_name=model.name, model_version=model.version, id=request.id, parameters=parameters, outputs=items
+        model_name=model.name, model_version=model.version, id=request.id, parameters=reply.parameters, outputs=items
     )
     return encoder.encode(response), binary
 
