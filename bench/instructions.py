@@ -36,10 +36,17 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# What a process imports before it serves (W5): the floor's baseline, `import oip_asgi`, and the serve
+# command's own modules; each counted once, less an interpreter that imports nothing.
+IMPORTS = {
+    "import-floor": "import msgspec, numpy, starlette",
+    "import-ours": "import oip_asgi",
+    "import-serve": "import oip_asgi._hosts.cli.command",
+}
 # W1's request to each app, in-process and (`-server`) through uvicorn's protocol: the floor's, ours as the
 # serve command serves it, mounted in Starlette, mounted under a host's middleware, and in front of it.
 W1_APPS = ("floor", "W1", "W1cli", "W1mw", "W1fast", "W1s", "W1scli")
-CASES = (*W1_APPS, *(f"{app}-server" for app in W1_APPS),
+CASES = (*W1_APPS, *(f"{app}-server" for app in W1_APPS), *IMPORTS,
          *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
          *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")))  # fmt: skip
 
@@ -172,13 +179,16 @@ def w12_calls(loop: Any, server: str, count: int) -> None:
     shutil.rmtree(root)
 
 
-def instructions(case: str, count: int, bodies: Path | None) -> int:
+def instructions(case: str, count: int, bodies: Path | None, statement: str | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
         # Without address randomisation: objects hashed by their address collide alike in every run.
         fixed = ["setarch", platform.machine(), "--addr-no-randomize"] if shutil.which("setarch") else []
         measured = [sys.executable, __file__, "--cases", case, "--run", str(count)]
-        if bodies is not None:
+        if statement is not None:  # an import: the statement alone, in a fresh interpreter (its bytecode cached)
+            measured = [sys.executable, "-c", statement]
+            subprocess.run(measured, check=True)
+        if bodies is not None and statement is None:
             measured += ["--bodies", str(bodies)]
         subprocess.run(
             [*fixed, "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *measured],
@@ -207,6 +217,11 @@ def main() -> None:
         run(cases[0], args.run, args.bodies)
         return
     for case in cases:
+        if case in IMPORTS:
+            empty = instructions(case, 0, None, "pass")
+            count = instructions(case, 0, None, IMPORTS[case]) - empty
+            print(f"{case} ({IMPORTS[case]}): {count / 1e6:.1f} M instructions")
+            continue
         low, high = instructions(case, args.low, args.bodies), instructions(case, args.high, args.bodies)
         print(f"{case} in-process: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per request")
 
