@@ -21,7 +21,6 @@ from .inference import OutputTensor, model_outputs
 from .request import DecodedRequest
 from .serving import ServedModel, error_id
 from .statistics import RequestTimes, now
-from .streaming import END
 from .workers import Escaped
 
 logger = logging.getLogger("oip_asgi")
@@ -153,6 +152,8 @@ class Responder:
         """
         if not model.decoupled:
             return await self.once(model, exchange, times)
+        from .streaming import END  # a decoupled model's: imported by the servers that serve one
+
         request = await exchange.decode(model)
         times.decoded = now()
         steps = model.stream(request, times)

@@ -11,22 +11,27 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import secrets
+import os
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
 
 from .._declarations.errors import ModelError, ModelNotReady, OIPError
 from .._declarations.model import Model, Outcome, Outputs
-from .batching import Batcher
 from .inline import InlineCalls
-from .lanes import Lanes
 from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
-from .streaming import AsyncSteps, Steps, SyncSteps
 from .workers import Escaped, WorkerPool
+
+if TYPE_CHECKING:
+    from .batching import Batcher
+    from .lanes import Lanes
+    from .streaming import Steps
+
+# A model's batcher, its instances' lanes and a decoupled model's steps are imported by the servers whose
+# models have them: a start that serves none pays for none.
 
 logger = logging.getLogger("oip_asgi")
 
@@ -42,7 +47,7 @@ VERSION_TRANSITIONS: dict[State, frozenset[State]] = {
 
 def error_id() -> str:
     """A short id that ties what a client is told to the log line holding the rest."""
-    return secrets.token_hex(4)
+    return os.urandom(4).hex()  # what secrets.token_hex(4) does, without importing secrets (and hashlib, random)
 
 
 class ServedModel:
@@ -72,7 +77,11 @@ class ServedModel:
         # number wait here, on the loop, rather than hold a worker thread each.
         self._instance_count = calling.instance_count
         self._instance_slots: asyncio.Semaphore | None = None  # an async execute's
-        self._lanes = Lanes(pool, self._instance_count) if self._instance_count and not model.is_async else None
+        self._lanes: Lanes | None = None
+        if self._instance_count and not model.is_async:
+            from .lanes import Lanes
+
+            self._lanes = Lanes(pool, self._instance_count)
         self.pool = pool
         # A model file's library call: pure computation, which may run on the loop when cheaper than the hop.
         self.inline = InlineCalls() if calling.computes_only else None
@@ -88,6 +97,8 @@ class ServedModel:
         self._released: asyncio.Event | None = None
         self.batcher: Batcher | None = None
         if model.max_batch_size is not None:
+            from .batching import Batcher
+
             assert model.outputs is not None  # checked when declared
             self.batcher = Batcher(
                 name,
@@ -340,6 +351,8 @@ class ServedModel:
             raise
         except Exception as exc:
             raise self.failure(exc) from exc
+        from .streaming import AsyncSteps, SyncSteps
+
         if inspect.isasyncgen(produced):
             steps: Steps = AsyncSteps(produced, times)
         elif inspect.isgenerator(produced):

@@ -4,8 +4,6 @@ registry (`_core/extensions.py`)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import logging
 import re
@@ -16,7 +14,6 @@ import msgspec
 from starlette.types import Receive, Scope, Send
 
 from .._core.extensions import MODEL, REGISTRY, Extension
-from .._core.load_request import load_arguments
 from .._core.logs import follow_the_host
 from .._core.request import DecodedRequest
 from .._core.server import CoreOptions, ServerCore
@@ -25,12 +22,9 @@ from .._core.unsupported import unsupported
 from .._declarations.errors import BadRequest, NotFound, quoted
 from .._declarations.model import ModelsArgument
 from .._declarations.restricted import RestrictionsArgument, restrictions
-from .._http.disconnect import answer_streamed
 from .._http.headers import headers_named
 from .._http.routing import Endpoint, Route, Table, WireApp
 from .body import BodyReader
-from .generate_exchange import GenerateExchange
-from .openapi import OpenAPI
 from .request import read_request
 from .responses import (
     EVENT_STREAM,
@@ -48,6 +42,11 @@ from .schemas import ModelControlRequest, RepositoryIndexRequest
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from .openapi import OpenAPI
+
+# Triton's generate extension, the OpenAPI document and model control are imported at their first request:
+# a start pays only for the inference path (`import oip_asgi` counted in bench/instructions.py).
 
 logger = logging.getLogger("oip_asgi")
 
@@ -108,7 +107,7 @@ class OIPApp(WireApp):
             ),
             Route(MODEL, self._model_metadata, "metadata", name="model_metadata"),
         ]
-        self._openapi = OpenAPI(self.core, self.routes)
+        self._openapi: OpenAPI | None = None  # made at its first request
         table = Table(
             self.routes,
             self.core,
@@ -193,6 +192,10 @@ class OIPApp(WireApp):
         await send_json(send, 200, self.core.server_metadata)
 
     async def _openapi_document(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        if self._openapi is None:
+            from .openapi import OpenAPI
+
+            self._openapi = OpenAPI(self.core, self.routes)
         await send_response(send, 200, [JSON], [self._openapi.render(scope.get("root_path", ""))])
 
     async def _live(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
@@ -224,6 +227,11 @@ class OIPApp(WireApp):
         await send_json(send, 200, self.core.repository_index(ready=request.ready))
 
     async def _load_model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        import base64
+        import binascii
+
+        from .._core.load_request import load_arguments
+
         name = match.group("name")
         request = await self._small_json(scope, receive, ModelControlRequest)
         parameters: dict[str, Any] = dict(request.parameters)
@@ -280,6 +288,9 @@ class OIPApp(WireApp):
     def _answer_generate(
         self, scope: Scope, receive: Receive, send: Send, match: re.Match[str], *, streaming: bool
     ) -> Awaitable[None]:
+        from .._http.disconnect import answer_streamed
+        from .generate_exchange import GenerateExchange
+
         exchange = GenerateExchange(self._json_body(scope, receive), receive, send, streaming=streaming)
         name, version = match.group("name", "version")
         # An error found before the model ran (or on /generate) is a JSON error body with its status.

@@ -7,7 +7,6 @@ and the hints for the mistakes clients make.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -165,6 +164,8 @@ def _classification_message(data: JSONText) -> str | None:
         if isinstance(value, str):
             got = quoted(value)
         elif isinstance(value, bool | int | float):
+            import json  # a bad request's words only: not imported by every start
+
             got = json.dumps(value)
         else:
             got = "an array" if isinstance(value, list) else "an object"
