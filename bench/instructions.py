@@ -46,7 +46,12 @@ IMPORTS = {
 # W1's request to each app, in-process and (`-server`) through uvicorn's protocol: the floor's, ours as the
 # serve command serves it, mounted in Starlette, mounted under a host's middleware, and in front of it.
 W1_APPS = ("floor", "W1", "W1cli", "W1mw", "W1fast", "W1s", "W1scli")
-CASES = (*W1_APPS, *(f"{app}-server" for app in W1_APPS), *IMPORTS,
+# G1's ModelInfer through a grpc.aio server and client in this process: the floor's echo, ours; their
+# difference is ours' handler (the client and grpcio's own share are alike in both).
+G1_CASES = ("G1-floor", "G1")
+# W10's gRPC stream: one ModelStreamInfer call of `count` frames (tokens), the floor's prepared messages or ours.
+W10_CASES = ("W10grpc-floor", "W10grpc")
+CASES = (*W1_APPS, *(f"{app}-server" for app in W1_APPS), *IMPORTS, *G1_CASES, *W10_CASES,
          *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
          *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")))  # fmt: skip
 
@@ -113,6 +118,12 @@ def run(case: str, count: int, bodies: Path | None) -> None:
             for _ in range(count):
                 request()
         return
+    if case in G1_CASES:
+        loop.run_until_complete(g1(case, count))
+        return
+    if case in W10_CASES:
+        loop.run_until_complete(w10_stream(case, count))
+        return
     if case.startswith("W12"):
         server, _, call = case[3:].partition("-")
         (w12_calls if call else w12)(loop, server, count)
@@ -133,6 +144,69 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     served = oip_asgi.mount(app, {f"w9_{kind}": models[f"w9_{kind}"]}, path="/v2")
     loop.run_until_complete(served.load())  # as a server's start-up does
     app_requester(loop, app, f"/v2/models/w9_{kind}/infer", (bodies / f"{key.lower()}.json").read_bytes())(count)
+
+
+async def g1(case: str, count: int) -> None:
+    """`count` G1 calls one after another, over a grpc.aio channel to a grpc.aio server in this process."""
+    import grpc
+    from loadgen.grpc_unary import INFER, make_request
+
+    import oip_asgi
+    from oip_asgi.grpc import InferenceService
+
+    if case == "G1-floor":
+
+        async def echo(body: bytes, context: Any) -> bytes:
+            return body
+
+        methods = {"ModelInfer": grpc.unary_unary_rpc_method_handler(echo)}
+        handler = grpc.method_handlers_generic_handler("inference.GRPCInferenceService", methods)
+    else:
+        import ours_app
+
+        handler = InferenceService(oip_asgi.oip_app({"identity": ours_app.identity})).handler()
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    body = make_request(16, 0).SerializeToString()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(INFER)
+        for _ in range(count):
+            await call(body)
+    await server.stop(None)
+
+
+async def w10_stream(case: str, count: int) -> None:
+    """One ModelStreamInfer call of `count` frames over a grpc.aio channel to a grpc.aio server in this process."""
+    import grpc
+    from loadgen.streams import grpc_body
+
+    import oip_asgi
+    from oip_asgi.grpc import InferenceService
+
+    if case == "W10grpc-floor":
+        import floor_w10_app
+
+        handler = floor_w10_app.grpc_handler()
+    else:
+        from _tokens import MODEL, tokens_model
+
+        app = oip_asgi.oip_app({MODEL: tokens_model("max_tokens", lambda count: int(count[0]))})
+        handler = InferenceService(app).handler()
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")(iter([grpc_body(count)]))
+        frames = 0
+        async for _ in call:
+            frames += 1
+            if frames == count:
+                break
+        call.cancel()
+    await server.stop(None)
 
 
 def w12(loop: Any, server: str, count: int) -> None:
