@@ -7,7 +7,7 @@ is serialized with its raw contents appended straight from the output arrays.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
@@ -21,15 +21,15 @@ from .._core.responding import Reply
 from .._core.server import HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
 from .._core.unsupported import unsupported
-from .._declarations.errors import GRPC_CODES, BadRequest, NotFound, OIPError, quoted
+from .._declarations.errors import GRPC_CODES, BadRequest, ClientDisconnected, NotFound, OIPError, quoted
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .._protobuf import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
 from ._messages import ModelConfigs, model_metadata_response, server_metadata_response, statistics_response
+from ._response import plain, response_bytes
+from ._streams import Outlet, responses
 
 SERVICE = "inference.GRPCInferenceService"
-# Requests of one stream in flight at once: later ones wait to be read until the oldest is answered.
-STREAM_WINDOW = 64
 # A stream that sends no request for this long after it opens is ended.
 DEFAULT_FIRST_REQUEST_TIMEOUT = 60.0
 _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
@@ -96,56 +96,6 @@ def _refusing(group: str, kind: str) -> Callable[[bytes], Awaitable[bytes]]:
     return refuse
 
 
-async def _first_within(requests: AsyncIterator[bytes], timeout: float, context: Context) -> AsyncIterator[bytes]:
-    """`requests`, ending the call when the first one takes longer than `timeout` seconds to come."""
-    iterator = aiter(requests)
-    try:
-        first = await asyncio.wait_for(anext(iterator), timeout)
-    except StopAsyncIteration:
-        return
-    except asyncio.TimeoutError:
-        await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the stream sent no request within {timeout:g} s")
-        return
-    yield first
-    async for request in iterator:
-        yield request
-
-
-class _Outlet:
-    """One request's responses on a ModelStreamInfer call, in the order sent, until its end.
-
-    The call sends the requests' outlets one after the other, each until its end: answers keep
-    their requests' order. `put_taken` returns once the call has handed the message to grpcio, so a
-    request that answers many times goes no faster than its client reads.
-    """
-
-    __slots__ = ("_messages", "ended")
-
-    def __init__(self) -> None:
-        self._messages: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self.ended = False
-
-    def put(self, message: bytes) -> None:
-        assert not self.ended, "a response after the end of a request's responses"
-        self._messages.put_nowait(message)
-
-    async def put_taken(self, message: bytes) -> None:
-        self.put(message)
-        await self._messages.join()
-
-    def end(self) -> None:
-        if not self.ended:
-            self.ended = True
-            self._messages.put_nowait(None)
-
-    async def next(self) -> bytes | None:
-        """The next message, once the previous one was sent; None at the end."""
-        return await self._messages.get()
-
-    def taken(self) -> None:
-        self._messages.task_done()
-
-
 class _Ends(NamedTuple):
     """How a streamed request's responses end, as Triton marks them."""
 
@@ -161,14 +111,25 @@ class _GRPCExchange:
     to its `outlet`, which the call sends in order.
     """
 
-    __slots__ = ("_ends", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses", "sent")
+    __slots__ = (
+        "_ends",
+        "_head",
+        "_outlet",
+        "_raw",
+        "_request",
+        "_stream_field",
+        "_typed",
+        "received",
+        "responses",
+        "sent",
+    )
 
     def __init__(
         self,
         request: pb.ModelInferRequest,
         raw: Sequence[bytes | memoryview],
         received: int,
-        outlet: _Outlet | None = None,
+        outlet: Outlet | None = None,
     ) -> None:
         self._request = request
         self._raw = raw
@@ -176,6 +137,7 @@ class _GRPCExchange:
         self._stream_field = None if outlet is None else _STREAM_RESPONSE_FIELD
         self._typed = False
         self._ends: _Ends | None = None  # on a stream, once decoded: how the request's responses end
+        self._head: tuple[object, bytes] | None = None  # a response's fields before its outputs, and their parameters
         self.received = received
         self.sent = self.responses = 0
 
@@ -199,6 +161,12 @@ class _GRPCExchange:
         if self._ends is not None:
             final = self._ends.flag
             parameters = {**parameters, **final} if parameters else final
+        if not self._typed and plain(reply.outputs):  # written directly; its head made once while it stays the same
+            cached = self._head
+            if cached is None or cached[0] is not parameters:
+                empty, _ = encode_response(Reply(reply.model, reply.request, [], None), parameters, False)
+                cached = self._head = (parameters, empty.SerializeToString())
+            return response_bytes(cached[1], reply.outputs, self._stream_field)
         return serialize(*encode_response(reply, parameters, self._typed), self._stream_field)
 
     async def send(self, response: bytes) -> None:
@@ -288,7 +256,7 @@ class InferenceService:
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, method)) for name, method in unary.items()
         }
-        handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer)
+        handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self._stream_call)
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _unary(
@@ -367,47 +335,22 @@ class InferenceService:
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         """Triton's streaming extension: each request's responses in order, a failed one in its error_message."""
+        async for message in self._responses(requests, context, None):
+            yield message
+
+    def _responses(
+        self, requests: AsyncIterator[bytes], context: Context, write: Callable[[bytes], Awaitable[None]] | None
+    ) -> AsyncIterator[bytes]:
         restriction = self.restrictions.get("inference")
-        if restriction is not None:  # ended before a request is read, as Triton does
-            await _check(restriction, context)
-        if self.stream_first_request_timeout is not None:
-            requests = _first_within(requests, self.stream_first_request_timeout, context)
-        loop = asyncio.get_running_loop()
-        # The call's output queue: each request's outlet, in the order the requests came.
-        pending: asyncio.Queue[tuple[asyncio.Task[None], _Outlet] | None] = asyncio.Queue()
-        window = asyncio.Semaphore(STREAM_WINDOW)
+        check = None if restriction is None else functools.partial(_check, restriction)
+        return responses(requests, context, self._stream_one, write, check, self.stream_first_request_timeout)
 
-        async def read() -> None:
-            try:
-                async for body in requests:
-                    await window.acquire()
-                    outlet = _Outlet()
-                    pending.put_nowait((loop.create_task(self._stream_one(body, outlet)), outlet))
-            finally:
-                pending.put_nowait(None)
+    async def _stream_call(self, requests: AsyncIterator[bytes], context: Context) -> None:
+        """ModelStreamInfer as grpcio calls it: each response written by the task of its request."""
+        async for _ in self._responses(requests, context, context.write):
+            pass  # it yields nothing: every response is written
 
-        reader = loop.create_task(read())
-        task = None
-        try:
-            while (item := await pending.get()) is not None:
-                task, outlet = item
-                while (message := await outlet.next()) is not None:
-                    yield message  # returns once grpcio has sent it
-                    outlet.taken()
-                outlet.taken()
-                await task
-                window.release()
-            await reader  # the client's half ended, or broke: its error ends the call
-        finally:
-            reader.cancel()
-            if task is not None:
-                task.cancel()  # the request being sent, when the call ends before its responses do
-            while not pending.empty():
-                left = pending.get_nowait()
-                if left is not None:
-                    left[0].cancel()
-
-    async def _stream_one(self, body: bytes, outlet: _Outlet) -> None:
+    async def _stream_one(self, body: bytes, outlet: Outlet) -> None:
         request = None
         try:
             try:
@@ -416,6 +359,8 @@ class InferenceService:
                 core = self.core
                 await core.infer(request.model_name, request.model_version or None, exchange, core.respond.streaming)
                 return
+            except ClientDisconnected:
+                return  # the call ended under its responses: nobody to answer
             except Exception as exc:
                 error = self.core.client_error(exc, "gRPC ModelStreamInfer")
             if outlet.ended:  # its responses have ended: the server's log is the only place left for it
