@@ -75,6 +75,7 @@ def main() -> None:
             "min_ms": min(samples) / 1000,
             "max_ms": max(samples) / 1000,
             "heaviest_ms": {name: statistics.median(values) / 1000 for name, values in heaviest},
+            "packages": sorted(packages),  # every top-level package it imported, however light
         }
     if args.json:
         print(json.dumps(report))
