@@ -297,7 +297,8 @@ def main() -> None:
             print(f"{case} ({IMPORTS[case]}): {count / 1e6:.1f} M instructions")
             continue
         low, high = instructions(case, args.low, args.bodies), instructions(case, args.high, args.bodies)
-        print(f"{case} in-process: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per request")
+        where = "through uvicorn's protocol" if case.endswith("-server") else "in-process"
+        print(f"{case} {where}: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per request")
 
 
 if __name__ == "__main__":
