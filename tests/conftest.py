@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+import logging
 import subprocess
 from collections.abc import Generator, Iterator
 from typing import Any
@@ -19,6 +21,25 @@ def example_server() -> Iterator[str]:
     """The README's example app (examples.app:app) in a real uvicorn process; its "127.0.0.1:<port>"."""
     with uvicorn("examples.app:app") as server:
         yield server.address
+
+
+@pytest.fixture(autouse=True)
+def _log_settings_kept() -> Iterator[None]:
+    """Each test starts from the same logging: the logging extension changes the process's loggers (as Triton's
+    changes its log), and a test that calls it must not change what the next one logs."""
+    from oip_asgi._core import log_settings
+
+    names = (*log_settings.LOGGERS, "uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+    levels = {name: logging.getLogger(name).level for name in names}
+    switches = dict(vars(log_settings.SWITCHES))
+    governed = dataclasses.replace(log_settings._governed, filtered=set(log_settings._governed.filtered))
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    for name in log_settings._governed.filtered - governed.filtered:
+        logging.getLogger(name).removeFilter(log_settings.SWITCHES)
+    vars(log_settings.SWITCHES).update(switches)
+    log_settings._governed = governed
 
 
 # A test that starts a process (a server, a build, a fresh interpreter), itself or through its fixtures,

@@ -109,23 +109,22 @@ REGISTRY = (
         not_offered="this server does not offer Triton's CUDA shared memory extension (tensors in GPU memory "
         f"registered with the server); {_SEND_IN_THE_BODY}",
     ),
+    # Triton's trace settings, driving OpenTelemetry spans (trace_settings.py, tracing.py): global and per model.
     Extension(
         "trace",
         "trace",
-        paths=(RestPath("[/models/{name}]/trace/setting", methods=_REFUSED),),
+        paths=(
+            RestPath("[/models/{name}]/trace/setting", "trace_settings"),
+            RestPath("[/models/{name}]/trace/setting", "update_trace_settings", ("POST",)),
+        ),
         rpcs=("TraceSetting",),
-        not_offered="this server does not offer Triton's trace extension (trace settings changed while it runs); "
-        "trace model calls with OpenTelemetry instead: oip_app(tracing=True) makes a span of each "
-        "(docs/observability.md)",
     ),
+    # Triton's log settings, over Python's logging (log_settings.py).
     Extension(
         "logging",
         "logging",
-        paths=(RestPath("/logging", methods=_REFUSED),),
+        paths=(RestPath("/logging", "log_settings"), RestPath("/logging", "update_log_settings", ("POST",))),
         rpcs=("LogSettings",),
-        not_offered="this server does not offer Triton's logging extension (log settings changed while it runs); "
-        "it logs through Python's logging, to the 'oip_asgi' logger: set its level where the app's logging "
-        "is configured (oip-asgi serve --log-level)",
     ),
 )
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import sys
 
+from .log_settings import TritonFormat
+
 FORMAT = "%(levelname)s:%(name)s:%(message)s"  # logging.basicConfig's
 ROOT = "oip_asgi"
 # uvicorn's handlers hang on "uvicorn"; its --log-level is set on "uvicorn.error" (uvicorn.Config.configure_logging).
@@ -76,7 +78,7 @@ def _fallback_of(logger: logging.Logger) -> _Fallback | None:
     if _configured(logger):  # the host configured logging: its choice stands
         return None
     fallback = _Fallback()
-    fallback.setFormatter(logging.Formatter(FORMAT))
+    fallback.setFormatter(TritonFormat(logging.Formatter(FORMAT)))  # the logging extension's log_format
     logger.addHandler(fallback)
     return fallback
 

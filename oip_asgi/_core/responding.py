@@ -3,7 +3,8 @@ and the bodies that respond through it once the shell (`ServerCore.infer`) has f
 
 `Responder.once` calls the model once and sends its one response; `Responder.streaming` sends a
 decoupled model's each value as a response of its own. Both hand the wire a `Reply` to encode, count
-the model's statistics and trace the model's call; `log_access` is the shell's line per request.
+the model's statistics and trace the requests the trace settings sample (`tracing.py`); `log_access` is
+the shell's line per request.
 """
 
 from __future__ import annotations
@@ -11,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import msgspec
 
+from .._declarations.datatypes import datatype_of
 from .._declarations.errors import ClientDisconnected, ModelError, OIPError
-from .._declarations.model import Outputs
 from .inference import OutputTensor, model_outputs
 from .request import DecodedRequest
 from .serving import ServedModel, error_id
 from .statistics import RequestTimes, now
+from .trace_settings import TraceSettings
+from .tracing import Trace, TracingUnavailable, tracer
 from .workers import Escaped
 
 logger = logging.getLogger("oip_asgi")
@@ -91,15 +94,52 @@ class DecoupledUnsupported(OIPError, status_code=501, grpc_code="UNIMPLEMENTED")
     """A decoupled model asked for one response, where the wire carries no more (REST's /infer, ModelInfer)."""
 
 
+class Once(Protocol):
+    """The unary body's signature (`Responder.once`)."""
+
+    def __call__(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes, /) -> Awaitable[Response]:
+        """`exchange`'s request answered by `model`, once; that response."""
+
+
 class Responder:
-    """The core's bodies: `once` (the default) and `streaming`; each model call traced when `tracer` is given."""
+    """The core's bodies: `once` (the default) and `streaming`; the requests `traces` samples are traced.
 
-    __slots__ = ("_tracer",)
+    `once` is the untraced body while no setting traces (`follow`): a request then costs no look at them.
+    """
 
-    def __init__(self, tracer: Any = None) -> None:
-        self._tracer = tracer
+    __slots__ = ("once", "traced", "tracer", "traces")
+    once: Once
 
-    async def once(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Response:
+    def __init__(self, traces: TraceSettings) -> None:
+        self.traces = traces
+        # OpenTelemetry's, once something is traced; an app built to trace without it fails with the install line.
+        self.tracer: Any = tracer() if traces.active else None
+        self.follow()
+
+    def follow(self) -> None:
+        """Serve with the bodies the trace settings ask for now (the traced one while any setting traces)."""
+        self.traced = self.traces.active
+        if self.traced:
+            self.tracing_needed()
+        self.once = self._traced_once if self.traced else self._once
+
+    def tracing_needed(self) -> None:
+        """OpenTelemetry's tracer, imported now: a server that cannot trace says so before a setting changes."""
+        if self.tracer is None:
+            try:
+                self.tracer = tracer()
+            except ImportError as exc:
+                raise TracingUnavailable(f"the server does not support tracing: {exc}") from None
+
+    async def _traced_once(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Response:
+        level = self.traces.sample(model.name)
+        if not level:
+            return await self._once(model, exchange, times)
+        trace = Trace(self.tracer, model, level, times)
+        with trace.current():
+            return await self._once(model, _tapped(exchange, trace), times)
+
+    async def _once(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Response:
         """The unary body: the model called once, its one response sent whole; that response."""
         if model.decoupled:  # Triton's words: clients match on them
             raise DecoupledUnsupported(f"{exchange.endpoint} doesn't support models with decoupled transaction policy")
@@ -108,7 +148,7 @@ class Responder:
         try:
             # The model's call inline, not in a helper coroutine: one frame fewer on the hot path.
             direct = model.direct
-            if direct is not None and self._tracer is None:  # an async function awaited here, as it is
+            if direct is not None:  # an async function awaited here, as it is
                 times.called = True
                 times.submitted = times.started = now()
                 model.in_flight += 1
@@ -121,10 +161,8 @@ class Responder:
                 finally:
                     times.ended = now()
                     model.in_flight -= 1
-            elif self._tracer is None:
-                result = await model(request, times)
             else:
-                result = await self._traced(model, request, times)
+                result = await model(request, times)
             returned = now()
             times.returned = True
             try:
@@ -154,13 +192,15 @@ class Responder:
             return await self.once(model, exchange, times)
         from .streaming import END  # a decoupled model's: imported by the servers that serve one
 
+        trace = None
+        if self.traced:  # a setting traces: the whole stream, from its request to its end
+            level = self.traces.sample(model.name)
+            if level:
+                trace = Trace(self.tracer, model, level, times)
+                exchange = _tapped(exchange, trace)
         request = await exchange.decode(model)
         times.decoded = now()
         steps = model.stream(request, times)
-        span = None
-        if self._tracer is not None:  # the whole stream, from its generator made to its end
-            attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
-            span = self._tracer.start_span(f"oip.model {model.name}", attributes=attributes)
         started = False
         try:
             while True:
@@ -198,18 +238,40 @@ class Responder:
         finally:
             model.end_stream()
             await steps.close()
-            if span is not None:
-                span.set_attribute("oip.responses", exchange.responses)
-                span.end()
+            if trace is not None:
+                trace.end(responses=exchange.responses)
         model.statistics.succeeded(times, now())
         return None
 
-    async def _traced(self, model: ServedModel, request: DecodedRequest, times: RequestTimes) -> Outputs:
-        attributes = {"oip.model.name": model.name, "oip.model.version": model.version}
-        with self._tracer.start_as_current_span(f"oip.model {model.name}", attributes=attributes) as span:
-            result = await model(request, times)
-            span.set_attribute("oip.batch_size", times.batch_size)
-            return result
+
+def _tapped(exchange: Exchange[Response], trace: Trace) -> Exchange[Response]:
+    """`exchange`, telling `trace` each tensor it decodes and encodes where the trace's level is TENSORS."""
+    return cast("Exchange[Response]", _TensorsTap(exchange, trace)) if "TENSORS" in trace.level else exchange
+
+
+class _TensorsTap:
+    """An exchange whose request's inputs and reply's outputs a trace records (names, datatypes, shapes);
+    the rest is the exchange's own."""
+
+    __slots__ = ("_exchange", "_trace")
+
+    def __init__(self, exchange: Exchange[Any], trace: Trace) -> None:
+        self._exchange = exchange
+        self._trace = trace
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._exchange, name)
+
+    async def decode(self, model: ServedModel) -> DecodedRequest:
+        request = await self._exchange.decode(model)
+        for name, array in request.inputs.items():
+            self._trace.tensor("TENSOR_QUEUE_INPUT", name, datatype_of(array.dtype) or "BYTES", array.shape)
+        return request
+
+    def encode(self, reply: Reply) -> Any:
+        for output in reply.outputs:
+            self._trace.tensor("TENSOR_BACKEND_OUTPUT", output.name, output.datatype, output.array.shape)
+        return self._exchange.encode(reply)
 
 
 def _logged(model: ServedModel, error: ModelError) -> ModelError:

@@ -16,12 +16,12 @@ import asyncio
 import contextlib
 import os
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import anyio
 
-from .._declarations.errors import ClientDisconnected, ModelNotReady, NotFound, OIPError, client_error
+from .._declarations.errors import BadRequest, ClientDisconnected, ModelNotReady, NotFound, OIPError, client_error
 from .._declarations.model import Model, ModelsArgument, checked_models, declared_versions
 from .._declarations.model_repository import ModelRepository
 from .._version import __version__
@@ -34,7 +34,8 @@ from .responding import Body, Exchange, Responder, Response, access_logger, log_
 from .served import ServedModels
 from .serving import ServedModel
 from .statistics import RequestTimes, StatisticsResponse, now
-from .tracing import tracer
+from .trace_settings import Changes, TraceSettings, TraceSettingsResponse, start_setting
+from .triton_json import echo
 from .workers import DEFAULT_MAX_THREADS, WorkerPool
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class CoreOptions(TypedDict, total=False):
     expose_errors: bool
     max_threads: int
     metrics: bool | CollectorRegistry
-    tracing: bool
+    tracing: bool | Mapping[str, object]
     access_log: bool
     model_repository: ModelRepository | str | os.PathLike[str] | None
     load_switch_interval: float | None
@@ -79,7 +80,7 @@ class ServerCore:
         expose_errors: bool = True,
         max_threads: int = DEFAULT_MAX_THREADS,
         metrics: bool | CollectorRegistry = False,
-        tracing: bool = False,
+        tracing: bool | Mapping[str, object] = False,
         access_log: bool = False,
         model_repository: ModelRepository | str | os.PathLike[str] | None = None,
         load_switch_interval: float | None = None,
@@ -123,7 +124,8 @@ class ServerCore:
             )
         extensions = sorted([*EXTENSIONS, "model_repository"]) if self.control is not None else list(EXTENSIONS)
         self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
-        self.respond = Responder(tracer() if tracing else None)  # the bodies: `respond.once`, `respond.streaming`
+        self.traces = TraceSettings(start_setting(tracing))  # Triton's trace extension's settings
+        self.respond = Responder(self.traces)  # the bodies: `respond.once`, `respond.streaming`
         self._loading: asyncio.Task[None] | None = None
         self._hosts = 0  # the lifespans and gRPC servers serving the core now (`hosted`)
         self._announced: weakref.WeakSet[ServedModel] = weakref.WeakSet()  # the versions from code logged as loaded
@@ -348,6 +350,18 @@ class ServerCore:
         else:
             models = [self.served.get(name, version)]
         return StatisticsResponse([model.statistics.snapshot(model.name, model.version) for model in models])
+
+    async def trace_settings(self, name: str | None = None, changes: Changes | None = None) -> TraceSettingsResponse:
+        """Triton's trace extension: the settings of the model `name` (None: the global ones), `changes` applied."""
+        if name is not None:
+            try:
+                await self.model(name)
+            except OIPError:  # unknown, or failed to load: Triton's words
+                raise BadRequest(f"Request for unknown model : {echo(name)}") from None
+        if changes:
+            self.traces.update(name, changes, tracing_needed=self.respond.tracing_needed)
+            self.respond.follow()
+        return self.traces.of(name).response()
 
     def client_error(self, error: BaseException, where: str) -> OIPError:
         """What the client is told of `error` (the error boundary every wire goes through)."""

@@ -13,7 +13,8 @@ from .extensions import REGISTRY
 
 
 class Unsupported(OIPError, status_code=501, grpc_code="UNIMPLEMENTED"):
-    """A Triton extension this server does not offer (Triton's UNSUPPORTED)."""
+    """Triton's UNSUPPORTED: an extension this server does not offer, or a setting a request may not change
+    (a log or trace file, as Triton 2.51 refuses it)."""
 
 
 # What each extension not offered answers, by its API group and its name.

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from .errors import OIPError
 
-# Triton's groups. The endpoints of shared-memory, trace and logging only say that the server does not
-# offer them; guarded all the same, so that a Triton command line means here what it means there.
+# Triton's groups. The endpoints of shared-memory only say that the server does not offer them; guarded all
+# the same, so that a Triton command line means here what it means there. trace and logging change what the
+# server traces and logs while it runs: control APIs, to restrict where clients are not trusted.
 GROUPS = (
     "health",
     "metadata",

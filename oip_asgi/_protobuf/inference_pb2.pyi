@@ -1218,6 +1218,243 @@ class RepositoryModelUnloadResponse(google.protobuf.message.Message):
 global___RepositoryModelUnloadResponse = RepositoryModelUnloadResponse
 
 @typing.final
+class TraceSettingRequest(google.protobuf.message.Message):
+    """Triton's trace and logging extensions' messages, with Triton's field numbers."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    @typing.final
+    class SettingValue(google.protobuf.message.Message):
+        """The values to be associated with a trace setting.
+        If no value is provided, the setting will be clear and
+        the global setting value will be used.
+        """
+
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        VALUE_FIELD_NUMBER: builtins.int
+        @property
+        def value(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]: ...
+        def __init__(
+            self,
+            *,
+            value: collections.abc.Iterable[builtins.str] | None = ...,
+        ) -> None: ...
+        def ClearField(self, field_name: typing.Literal["value", b"value"]) -> None: ...
+
+    @typing.final
+    class SettingsEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: builtins.str
+        @property
+        def value(self) -> global___TraceSettingRequest.SettingValue: ...
+        def __init__(
+            self,
+            *,
+            key: builtins.str = ...,
+            value: global___TraceSettingRequest.SettingValue | None = ...,
+        ) -> None: ...
+        def HasField(self, field_name: typing.Literal["value", b"value"]) -> builtins.bool: ...
+        def ClearField(self, field_name: typing.Literal["key", b"key", "value", b"value"]) -> None: ...
+
+    SETTINGS_FIELD_NUMBER: builtins.int
+    MODEL_NAME_FIELD_NUMBER: builtins.int
+    model_name: builtins.str
+    """The name of the model to apply the new trace settings.
+    If not given, the new settings will be applied globally.
+    """
+    @property
+    def settings(self) -> google.protobuf.internal.containers.MessageMap[builtins.str, global___TraceSettingRequest.SettingValue]:
+        """The new setting values to be updated,
+        settings that are not specified will remain unchanged.
+        """
+
+    def __init__(
+        self,
+        *,
+        settings: collections.abc.Mapping[builtins.str, global___TraceSettingRequest.SettingValue] | None = ...,
+        model_name: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["model_name", b"model_name", "settings", b"settings"]) -> None: ...
+
+global___TraceSettingRequest = TraceSettingRequest
+
+@typing.final
+class TraceSettingResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    @typing.final
+    class SettingValue(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        VALUE_FIELD_NUMBER: builtins.int
+        @property
+        def value(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]: ...
+        def __init__(
+            self,
+            *,
+            value: collections.abc.Iterable[builtins.str] | None = ...,
+        ) -> None: ...
+        def ClearField(self, field_name: typing.Literal["value", b"value"]) -> None: ...
+
+    @typing.final
+    class SettingsEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: builtins.str
+        @property
+        def value(self) -> global___TraceSettingResponse.SettingValue: ...
+        def __init__(
+            self,
+            *,
+            key: builtins.str = ...,
+            value: global___TraceSettingResponse.SettingValue | None = ...,
+        ) -> None: ...
+        def HasField(self, field_name: typing.Literal["value", b"value"]) -> builtins.bool: ...
+        def ClearField(self, field_name: typing.Literal["key", b"key", "value", b"value"]) -> None: ...
+
+    SETTINGS_FIELD_NUMBER: builtins.int
+    @property
+    def settings(self) -> google.protobuf.internal.containers.MessageMap[builtins.str, global___TraceSettingResponse.SettingValue]:
+        """The latest trace settings."""
+
+    def __init__(
+        self,
+        *,
+        settings: collections.abc.Mapping[builtins.str, global___TraceSettingResponse.SettingValue] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["settings", b"settings"]) -> None: ...
+
+global___TraceSettingResponse = TraceSettingResponse
+
+@typing.final
+class LogSettingsRequest(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    @typing.final
+    class SettingValue(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        BOOL_PARAM_FIELD_NUMBER: builtins.int
+        UINT32_PARAM_FIELD_NUMBER: builtins.int
+        STRING_PARAM_FIELD_NUMBER: builtins.int
+        bool_param: builtins.bool
+        """bool param option"""
+        uint32_param: builtins.int
+        """uint32 param option"""
+        string_param: builtins.str
+        """string param option"""
+        def __init__(
+            self,
+            *,
+            bool_param: builtins.bool = ...,
+            uint32_param: builtins.int = ...,
+            string_param: builtins.str = ...,
+        ) -> None: ...
+        def HasField(self, field_name: typing.Literal["bool_param", b"bool_param", "parameter_choice", b"parameter_choice", "string_param", b"string_param", "uint32_param", b"uint32_param"]) -> builtins.bool: ...
+        def ClearField(self, field_name: typing.Literal["bool_param", b"bool_param", "parameter_choice", b"parameter_choice", "string_param", b"string_param", "uint32_param", b"uint32_param"]) -> None: ...
+        def WhichOneof(self, oneof_group: typing.Literal["parameter_choice", b"parameter_choice"]) -> typing.Literal["bool_param", "uint32_param", "string_param"] | None: ...
+
+    @typing.final
+    class SettingsEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: builtins.str
+        @property
+        def value(self) -> global___LogSettingsRequest.SettingValue: ...
+        def __init__(
+            self,
+            *,
+            key: builtins.str = ...,
+            value: global___LogSettingsRequest.SettingValue | None = ...,
+        ) -> None: ...
+        def HasField(self, field_name: typing.Literal["value", b"value"]) -> builtins.bool: ...
+        def ClearField(self, field_name: typing.Literal["key", b"key", "value", b"value"]) -> None: ...
+
+    SETTINGS_FIELD_NUMBER: builtins.int
+    @property
+    def settings(self) -> google.protobuf.internal.containers.MessageMap[builtins.str, global___LogSettingsRequest.SettingValue]:
+        """The new setting values to be updated.
+        Unspecified settings will remain unchanged.
+        """
+
+    def __init__(
+        self,
+        *,
+        settings: collections.abc.Mapping[builtins.str, global___LogSettingsRequest.SettingValue] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["settings", b"settings"]) -> None: ...
+
+global___LogSettingsRequest = LogSettingsRequest
+
+@typing.final
+class LogSettingsResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    @typing.final
+    class SettingValue(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        BOOL_PARAM_FIELD_NUMBER: builtins.int
+        UINT32_PARAM_FIELD_NUMBER: builtins.int
+        STRING_PARAM_FIELD_NUMBER: builtins.int
+        bool_param: builtins.bool
+        """bool param option"""
+        uint32_param: builtins.int
+        """uint32 param option"""
+        string_param: builtins.str
+        """string param option"""
+        def __init__(
+            self,
+            *,
+            bool_param: builtins.bool = ...,
+            uint32_param: builtins.int = ...,
+            string_param: builtins.str = ...,
+        ) -> None: ...
+        def HasField(self, field_name: typing.Literal["bool_param", b"bool_param", "parameter_choice", b"parameter_choice", "string_param", b"string_param", "uint32_param", b"uint32_param"]) -> builtins.bool: ...
+        def ClearField(self, field_name: typing.Literal["bool_param", b"bool_param", "parameter_choice", b"parameter_choice", "string_param", b"string_param", "uint32_param", b"uint32_param"]) -> None: ...
+        def WhichOneof(self, oneof_group: typing.Literal["parameter_choice", b"parameter_choice"]) -> typing.Literal["bool_param", "uint32_param", "string_param"] | None: ...
+
+    @typing.final
+    class SettingsEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: builtins.str
+        @property
+        def value(self) -> global___LogSettingsResponse.SettingValue: ...
+        def __init__(
+            self,
+            *,
+            key: builtins.str = ...,
+            value: global___LogSettingsResponse.SettingValue | None = ...,
+        ) -> None: ...
+        def HasField(self, field_name: typing.Literal["value", b"value"]) -> builtins.bool: ...
+        def ClearField(self, field_name: typing.Literal["key", b"key", "value", b"value"]) -> None: ...
+
+    SETTINGS_FIELD_NUMBER: builtins.int
+    @property
+    def settings(self) -> google.protobuf.internal.containers.MessageMap[builtins.str, global___LogSettingsResponse.SettingValue]:
+        """The latest log settings values."""
+
+    def __init__(
+        self,
+        *,
+        settings: collections.abc.Mapping[builtins.str, global___LogSettingsResponse.SettingValue] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["settings", b"settings"]) -> None: ...
+
+global___LogSettingsResponse = LogSettingsResponse
+
+@typing.final
 class ModelRateLimiter(google.protobuf.message.Message):
     """The specifications required by the rate limiter to properly
     schedule the inference requests across the different models

@@ -39,6 +39,7 @@ from .responses import (
     send_response,
 )
 from .schemas import ModelControlRequest, RepositoryIndexRequest
+from .settings import settings_endpoints
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -103,6 +104,7 @@ class OIPApp(WireApp):
                     "repository_index": self._repository_index,
                     "repository_model_load": self._load_model,
                     "repository_model_unload": self._unload_model,
+                    **settings_endpoints(self.core, self._json_bytes),
                 }
             ),
             Route(MODEL, self._model_metadata, "metadata", name="model_metadata"),
@@ -262,6 +264,9 @@ class OIPApp(WireApp):
             content_encoding=headers.get(b"content-encoding"),
         )
 
+    async def _json_bytes(self, scope: Scope, receive: Receive) -> bytes:
+        return bytes(await self._json_body(scope, receive).read_rest())
+
     async def _small_json(self, scope: Scope, receive: Receive, kind: type[Body]) -> Body:
         """A control request's JSON body (an empty body is the defaults), within the JSON size limit."""
         body = await self._json_body(scope, receive).read_rest()
@@ -414,7 +419,9 @@ def oip_app(models: ModelsArgument | None = None, **options: Unpack[AppOptions])
     Sync models run on at most `max_threads` worker threads (started on demand; 40 by default).
     `metrics=True` registers Triton-named Prometheus metrics of these models in prometheus_client's
     default registry (or in the `CollectorRegistry` given); the host serves them where it wants.
-    `tracing=True` makes an OpenTelemetry span of each model call (model, version, batch size);
+    `tracing=True` makes an OpenTelemetry span of each request (model, version, batch size, Triton's
+    timestamps); a mapping of Triton's ``--trace-config`` settings (``{"level": "TIMESTAMPS", "rate": 100}``)
+    samples them, and Triton's trace extension changes that while the app serves (docs/observability.md);
     `access_log=True` logs a line per inference to the ``oip_asgi.access`` logger.
     `restricted_apis` serves groups of endpoints only to requests that carry a header, as Triton's
     ``--http-restricted-api``: rules such as ``"model-repository,statistics:admin-key=secret"``, or a

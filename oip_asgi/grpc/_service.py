@@ -27,6 +27,7 @@ from .._protobuf import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
 from ._messages import ModelConfigs, model_metadata_response, server_metadata_response, statistics_response
 from ._response import plain, response_bytes
+from ._settings import log_settings_rpc, trace_setting_rpc
 from ._streams import Outlet, responses
 
 SERVICE = "inference.GRPCInferenceService"
@@ -250,6 +251,8 @@ class InferenceService:
             "RepositoryIndex": parsed(pb.RepositoryIndexRequest, self.repository_index),
             "RepositoryModelLoad": parsed(pb.RepositoryModelLoadRequest, self.repository_model_load),
             "RepositoryModelUnload": parsed(pb.RepositoryModelUnloadRequest, self.repository_model_unload),
+            "TraceSetting": parsed(pb.TraceSettingRequest, self.trace_setting),
+            "LogSettings": parsed(pb.LogSettingsRequest, self.log_settings),
             # Triton's RPCs of extensions this server does not offer: UNIMPLEMENTED saying so, and what instead.
             **{name: _refusing(group, extension) for name, (group, extension) in UNOFFERED.items()},
         }
@@ -332,6 +335,14 @@ class InferenceService:
     ) -> pb.RepositoryModelUnloadResponse:
         await self.core.unload_model(request.model_name)
         return pb.RepositoryModelUnloadResponse()
+
+    async def trace_setting(self, request: pb.TraceSettingRequest) -> pb.TraceSettingResponse:
+        """Triton's trace extension: the settings REST's /v2[/models/{name}]/trace/setting serves."""
+        return await trace_setting_rpc(self.core, request)
+
+    async def log_settings(self, request: pb.LogSettingsRequest) -> pb.LogSettingsResponse:
+        """Triton's logging extension: the settings REST's /v2/logging serves."""
+        return log_settings_rpc(request)
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         """Triton's streaming extension: each request's responses in order, a failed one in its error_message."""

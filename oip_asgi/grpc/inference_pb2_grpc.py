@@ -95,6 +95,16 @@ class GRPCInferenceServiceStub(object):
                 request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadRequest.SerializeToString,
                 response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadResponse.FromString,
                 _registered_method=True)
+        self.TraceSetting = channel.unary_unary(
+                '/inference.GRPCInferenceService/TraceSetting',
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.TraceSettingRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.TraceSettingResponse.FromString,
+                _registered_method=True)
+        self.LogSettings = channel.unary_unary(
+                '/inference.GRPCInferenceService/LogSettings',
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.LogSettingsRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.LogSettingsResponse.FromString,
+                _registered_method=True)
 
 
 class GRPCInferenceServiceServicer(object):
@@ -195,6 +205,20 @@ class GRPCInferenceServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TraceSetting(self, request, context):
+        """Triton's trace extension: the trace settings, global or of one model, after the given ones change.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LogSettings(self, request, context):
+        """Triton's logging extension: the log settings, after the given ones change.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GRPCInferenceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -257,6 +281,16 @@ def add_GRPCInferenceServiceServicer_to_server(servicer, server):
                     servicer.RepositoryModelUnload,
                     request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadRequest.FromString,
                     response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadResponse.SerializeToString,
+            ),
+            'TraceSetting': grpc.unary_unary_rpc_method_handler(
+                    servicer.TraceSetting,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.TraceSettingRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.TraceSettingResponse.SerializeToString,
+            ),
+            'LogSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.LogSettings,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.LogSettingsRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.LogSettingsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -584,6 +618,60 @@ class GRPCInferenceService(object):
             '/inference.GRPCInferenceService/RepositoryModelUnload',
             oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadRequest.SerializeToString,
             oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TraceSetting(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/TraceSetting',
+            oip__asgi_dot___protobuf_dot_inference__pb2.TraceSettingRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.TraceSettingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LogSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/LogSettings',
+            oip__asgi_dot___protobuf_dot_inference__pb2.LogSettingsRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.LogSettingsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -125,6 +125,18 @@ class GRPCInferenceServiceStub:
     ]
     """Triton's model repository extension: unload a model."""
 
+    TraceSetting: grpc.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.TraceSettingRequest,
+        oip_asgi._protobuf.inference_pb2.TraceSettingResponse,
+    ]
+    """Triton's trace extension: the trace settings, global or of one model, after the given ones change."""
+
+    LogSettings: grpc.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.LogSettingsRequest,
+        oip_asgi._protobuf.inference_pb2.LogSettingsResponse,
+    ]
+    """Triton's logging extension: the log settings, after the given ones change."""
+
 class GRPCInferenceServiceAsyncStub:
     """Inference Server GRPC endpoints."""
 
@@ -216,6 +228,18 @@ class GRPCInferenceServiceAsyncStub:
         oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadResponse,
     ]
     """Triton's model repository extension: unload a model."""
+
+    TraceSetting: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.TraceSettingRequest,
+        oip_asgi._protobuf.inference_pb2.TraceSettingResponse,
+    ]
+    """Triton's trace extension: the trace settings, global or of one model, after the given ones change."""
+
+    LogSettings: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.LogSettingsRequest,
+        oip_asgi._protobuf.inference_pb2.LogSettingsResponse,
+    ]
+    """Triton's logging extension: the log settings, after the given ones change."""
 
 class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
     """Inference Server GRPC endpoints."""
@@ -332,5 +356,21 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
         context: _ServicerContext,
     ) -> typing.Union[oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadResponse]]:
         """Triton's model repository extension: unload a model."""
+
+    @abc.abstractmethod
+    def TraceSetting(
+        self,
+        request: oip_asgi._protobuf.inference_pb2.TraceSettingRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.TraceSettingResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.TraceSettingResponse]]:
+        """Triton's trace extension: the trace settings, global or of one model, after the given ones change."""
+
+    @abc.abstractmethod
+    def LogSettings(
+        self,
+        request: oip_asgi._protobuf.inference_pb2.LogSettingsRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.LogSettingsResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.LogSettingsResponse]]:
+        """Triton's logging extension: the log settings, after the given ones change."""
 
 def add_GRPCInferenceServiceServicer_to_server(servicer: GRPCInferenceServiceServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...

@@ -49,7 +49,8 @@ def example(template: str) -> str:
 def test_rest_serves_each_path_of_an_entry_behind_its_group(extension: Extension) -> None:
     app = oip_app(MODELS, restricted_apis={extension.group: ("key", "k")})
     for path in extension.paths:
-        (route,) = [route for route in app.routes if route.pattern == path.pattern]
+        name = path.operation or extension.name
+        (route,) = [route for route in app.routes if (route.pattern, route.name) == (path.pattern, name)]
         assert (route.group, route.methods, route.name) == (
             extension.group,
             path.methods,
@@ -125,28 +126,31 @@ def test_the_openapi_document_s_paths_are_those_of_the_routes_it_describes() -> 
 
 
 def test_offering_an_extension_is_its_entry_and_its_handlers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Logging, offered: its entry names its paths' operations and drops its text; REST routes them to the
-    endpoints of those names."""
+    """CUDA shared memory, offered: its entry names its paths' operations and drops its text; REST routes them
+    to the endpoints of those names (as the logging and trace extensions were offered, issue 39)."""
     core = oip_app(MODELS).core
-    logging = next(entry for entry in REGISTRY if entry.name == "logging")
+    cuda = next(entry for entry in REGISTRY if entry.name == "cuda_shared_memory")
     offered = dataclasses.replace(
-        logging,
-        paths=(RestPath("/logging", "log_settings"), RestPath("/logging", "update_log_settings", ("POST",))),
+        cuda,
+        paths=(
+            RestPath("/cudasharedmemory/status", "cuda_status"),
+            RestPath("/cudasharedmemory/unregister", "cuda_unregister", ("POST",)),
+        ),
         not_offered="",
     )
     monkeypatch.setattr(rest_app, "REGISTRY", (offered,))
-    settings = {"log_verbose_level": 0}
+    regions = {"r": 64}
 
-    async def log_settings(scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        await send_json(send, 200, settings)
+    async def cuda_status(scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        await send_json(send, 200, regions)
 
-    async def update_log_settings(scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        settings["log_verbose_level"] = 1
-        await send_json(send, 200, settings)
+    async def cuda_unregister(scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        regions.clear()
+        await send_json(send, 200, regions)
 
-    routes = rest_app.extension_routes({"log_settings": log_settings, "update_log_settings": update_log_settings})
+    routes = rest_app.extension_routes({"cuda_status": cuda_status, "cuda_unregister": cuda_unregister})
     router = Router([("", Table(routes, core, send_error=send_error, not_found=NotFound))])
-    assert request(router, "GET", "/logging").json() == {"log_verbose_level": 0}
-    assert request(router, "POST", "/logging").json() == {"log_verbose_level": 1}
-    refused = request(router, "DELETE", "/logging")
-    assert (refused.status_code, refused.headers["allow"]) == (405, "GET, POST")
+    assert request(router, "GET", "/cudasharedmemory/status").json() == {"r": 64}
+    assert request(router, "POST", "/cudasharedmemory/unregister").json() == {}
+    refused = request(router, "DELETE", "/cudasharedmemory/status")
+    assert (refused.status_code, refused.headers["allow"]) == (405, "GET")

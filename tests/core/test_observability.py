@@ -136,7 +136,7 @@ async def test_the_tracing_recipe_nests_the_model_call_in_the_request_span() -> 
     )
     oip = oip_app({"m": Model(lambda x: x, **SPECS), "b": batched}, tracing=True)
     # the recipe sets the global provider; the test keeps its own
-    oip.core.respond._tracer = provider.get_tracer("oip_asgi")
+    oip.core.respond.tracer = provider.get_tracer("oip_asgi")
     app = OpenTelemetryMiddleware(oip, tracer_provider=provider)
     async with client(app) as http:
         assert (await http.post("/models/m/infer", json=REQUEST)).status_code == 200

@@ -335,7 +335,7 @@ async def test_a_traced_stream_is_one_span_with_its_responses() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     app = oip_app({"m": Model(three, inputs=X, outputs=Y)}, tracing=True)
-    app.core.respond._tracer = provider.get_tracer("oip_asgi")
+    app.core.respond.tracer = provider.get_tracer("oip_asgi")
     async with client(app) as http:
         await http.post("/models/m/generate_stream", json={"x": [1.0]})
     (span,) = exporter.get_finished_spans()

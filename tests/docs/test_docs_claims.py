@@ -43,6 +43,8 @@ NAMES = {
     "model_configuration": ["model_configuration", "model configuration", "ModelConfig RPC", "`ModelConfig`"],
     "statistics": ["statistics extension", "ModelStatistics", "/stats"],
     "model_repository": ["model_repository", "model repository extension", "RepositoryIndex", "RepositoryModelLoad"],
+    "logging": ["logging extension", "LogSettings", "/v2/logging", "log settings"],
+    "trace": ["trace extension", "TraceSetting", "/trace/setting", "trace settings"],
     "perf_analyzer": ["perf_analyzer"],
 }
 ABSENT = re.compile(

@@ -441,6 +441,82 @@ def test_an_apps_access_log_goes_to_uvicorns_log_at_its_level(workers: str, leve
     assert output.count("INFO:     model=echo version=1 status=200 bytes_in=") == lines, output
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--trace-config", "triton,file=/tmp/t.json"], "it writes no Triton JSON trace file"),
+        (["--trace-config", "opentelemetry,url=http://collector"], "its exporter is the process's OpenTelemetry SDK"),
+        (["--trace-config", "level=LOUD"], "--trace-config: invalid value for trace level option: LOUD"),
+        (["--trace-config", "mode=triton"], "--trace-config: trace mode 'triton' is not served"),
+        (["--trace-config", "rate"], "--trace-config option format is '<trace mode>,<setting>=<value>'. Got rate"),
+        (["--trace-config", ",rate=1"], "No trace mode specified."),
+        (["--trace-config", "rate=0", "--trace-config", "level=TIMESTAMPS"], "sample rate must be non-zero"),
+    ],
+)
+def test_trace_config_is_checked_before_serving(
+    capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    assert main(["serve", "tests.apps.guard:models", *arguments]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["--log-verbose", "-1"], ["--log-verbose", "loud"], ["--log-info", "maybe"], ["--log-format", "iso8601"]],
+)
+def test_triton_s_log_options_refuse_what_triton_refuses(arguments: list[str]) -> None:
+    with pytest.raises(SystemExit) as usage:
+        main(["serve", "tests.apps.guard:models", *arguments])
+    assert usage.value.code == 2
+
+
+def test_triton_s_log_options_read_as_triton_reads_them_over_the_log_level() -> None:
+    from oip_asgi._hosts.cli.logs import LogOptions
+
+    def options(*arguments: str) -> LogOptions:
+        return LogOptions.of(parser().parse_args(["serve", "m:a", *arguments]))
+
+    assert options() == LogOptions()
+    assert options("--log-level", "debug") == LogOptions(verbose=1)
+    assert options("--log-level", "error", "--log-info", "true") == LogOptions(warning=False)
+    assert options("--log-verbose", "true", "--log-warning", "0", "--log-format", "ISO8601") == LogOptions(
+        verbose=1, warning=False, format="ISO8601"
+    )
+    assert options("--log-verbose", "2").level == 9
+
+
+def test_trace_config_without_the_opentelemetry_api_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)  # as if not installed
+    assert main(["serve", "tests.apps.guard:models", "--trace-config", "level=TIMESTAMPS"]) == 2
+    assert "--trace-config needs the OpenTelemetry API: pip install -e '.[tracing]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.slow
+def test_each_worker_logs_as_triton_s_options_say(tmp_path: Path, workers: str) -> None:
+    """--log-format ISO8601 lays out every line, uvicorn's too; --log-info false drops INFO lines, in each worker."""
+    log = tmp_path / "server.log"
+    argv = ("--workers", workers, "--log-level", "info", "--log-format", "ISO8601", "--log-file", str(log))
+    with served("tests.apps.cli:logged", *argv) as server:
+        request = {"inputs": [{"name": "X", "datatype": "INT64", "shape": [1], "data": [7]}]}
+        assert post(server.address, "echo", request)["outputs"][0]["data"] == [7]
+        os.kill(server.pid, signal.SIGTERM)  # every line written once the server is gone
+        assert server.process.wait(15) == 0
+        console = server.output()
+    lines = log.read_text().splitlines()
+    (access,) = [line for line in lines if '"model=echo version=1 status=200' in line]
+    assert re.fullmatch(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ responding\.py:\d+\] "model=echo .*"', access), access
+    assert any('"Application startup complete."' in line for line in lines)  # uvicorn's own, in Triton's layout
+    assert not console.strip()  # nothing on the console: every line went to the file
+    with served("tests.apps.cli:logged", "--workers", workers, "--log-info", "false", "--log-file", str(log)) as quiet:
+        assert post(quiet.address, "echo", request)["outputs"][0]["data"] == [7]
+        os.kill(quiet.pid, signal.SIGTERM)
+        assert quiet.process.wait(15) == 0
+    assert log.read_text().splitlines() == lines  # appended nothing: every line it had was INFO
+
+
 def scrape(port: int) -> dict[str, float]:
     """The Triton-named samples at http://127.0.0.1:`port`/metrics, by their full text before the value."""
     with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=5) as response:

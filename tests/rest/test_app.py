@@ -40,7 +40,9 @@ async def test_protocol_endpoints_at_v2() -> None:
         for path in ("/v2", "/v2/"):
             response = await http.get(path)
             assert response.status_code == 200
-            extensions = ["binary_tensor_data", "classification", "model_configuration", "statistics"]
+            extensions = [
+                "binary_tensor_data", "classification", "logging", "model_configuration", "statistics", "trace"
+            ]  # fmt: skip
             assert response.json()["extensions"] == extensions
         assert (await http.get("/v2/health/live")).json() == {"live": True}
         assert (await http.get("/v2/health/ready")).json() == {"ready": True}

@@ -29,10 +29,10 @@ REST = {
     "model-config": ("GET", "/models/identity/config", None),
     "model-repository": ("POST", "/repository/index", {}),
     "statistics": ("GET", "/models/stats", None),
-    # The extensions this server does not offer: their endpoints answer 501 saying so, behind their guard.
-    "shared-memory": ("GET", "/systemsharedmemory/status", None),
     "trace": ("GET", "/trace/setting", None),
     "logging": ("POST", "/logging", {"log_info": True}),
+    # An extension this server does not offer: its endpoints answer 501 saying so, behind their guard.
+    "shared-memory": ("GET", "/systemsharedmemory/status", None),
 }
 GRPC: dict[str, tuple[str, Any]] = {
     "health": ("ServerLive", pb.ServerLiveRequest()),
@@ -46,10 +46,10 @@ GRPC: dict[str, tuple[str, Any]] = {
     "model-config": ("ModelConfig", pb.ModelConfigRequest(name="identity")),
     "model-repository": ("RepositoryIndex", pb.RepositoryIndexRequest()),
     "statistics": ("ModelStatistics", pb.ModelStatisticsRequest()),
-    # Empty messages: this proto has none of the extensions the server does not offer.
+    "trace": ("TraceSetting", pb.TraceSettingRequest(model_name="identity")),
+    "logging": ("LogSettings", pb.LogSettingsRequest()),
+    # An empty message: this proto has none of the extension the server does not offer.
     "shared-memory": ("CudaSharedMemoryRegister", pb.ServerLiveRequest()),
-    "trace": ("TraceSetting", pb.ServerLiveRequest()),
-    "logging": ("LogSettings", pb.ServerLiveRequest()),
 }  # fmt: skip
 RESPONSES = {
     "ServerLive": pb.ServerLiveResponse,
@@ -58,6 +58,8 @@ RESPONSES = {
     "ModelConfig": pb.ModelConfigResponse,
     "RepositoryIndex": pb.RepositoryIndexResponse,
     "ModelStatistics": pb.ModelStatisticsResponse,
+    "TraceSetting": pb.TraceSettingResponse,
+    "LogSettings": pb.LogSettingsResponse,
 }
 
 

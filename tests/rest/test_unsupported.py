@@ -1,5 +1,6 @@
-"""Triton's extensions this server does not offer (shared memory, trace settings, log settings) say so on both
-wires, with what to do instead: Triton's UNSUPPORTED, HTTP 501 and gRPC UNIMPLEMENTED (issue 30)."""
+"""Triton's extensions this server does not offer (shared memory) say so on both wires, with what to do
+instead: Triton's UNSUPPORTED, HTTP 501 and gRPC UNIMPLEMENTED (issue 30). The trace and log settings are
+served since issue 39 (tests/core/test_trace_settings.py, tests/core/test_log_settings.py)."""
 
 from __future__ import annotations
 
@@ -22,17 +23,11 @@ PATHS = [
     ("POST", "/v2/systemsharedmemory/unregister", "system shared memory"),
     ("GET", "/v2/cudasharedmemory/status", "CUDA shared memory"),
     ("POST", "/v2/cudasharedmemory/region/output0/unregister", "CUDA shared memory"),
-    ("GET", "/v2/trace/setting", "trace extension"),
-    ("POST", "/v2/models/identity/trace/setting", "trace extension"),
-    ("GET", "/v2/logging", "logging extension"),
-    ("POST", "/v2/logging", "logging extension"),
 ]
 # What each tells a client to do instead.
 INSTEAD = {
     "system shared memory": "set_data_from_numpy(array, binary_data=True)",
     "CUDA shared memory": "set_data_from_numpy(array, binary_data=True)",
-    "trace extension": "oip_app(tracing=True)",
-    "logging extension": "'oip_asgi' logger",
 }
 
 
@@ -54,24 +49,21 @@ def test_rest_says_the_extension_is_not_offered_and_what_instead(method: str, pa
 
 
 def test_rest_another_method_on_such_a_path_is_405() -> None:
-    response = request(oip_app(models), "DELETE", "/logging")
+    response = request(oip_app(models), "DELETE", "/cudasharedmemory/status")
     assert response.status_code == 405
     assert response.headers["allow"] == "GET, POST"
 
 
-@pytest.mark.parametrize("group", ["shared-memory", "trace", "logging"])
-def test_rest_such_paths_are_behind_their_restricted_group(group: str) -> None:
-    app = oip_app(models, restricted_apis=[f"{group}:admin-key=k"])
-    path = {"shared-memory": "/cudasharedmemory/status", "trace": "/trace/setting", "logging": "/logging"}[group]
-    assert request(app, "GET", path).status_code == 403
-    assert request(app, "GET", path, {"admin-key": "k"}).status_code == 501
+def test_rest_such_paths_are_behind_their_restricted_group() -> None:
+    app = oip_app(models, restricted_apis=["shared-memory:admin-key=k"])
+    assert request(app, "GET", "/cudasharedmemory/status").status_code == 403
+    assert request(app, "GET", "/cudasharedmemory/status", {"admin-key": "k"}).status_code == 501
 
 
 def test_grpc_answers_triton_s_rpcs_unimplemented_saying_what_instead() -> None:
     assert set(UNOFFERED) == {
         "SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
         "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
-        "TraceSetting", "LogSettings",
     }  # fmt: skip
     with grpc_server(oip_app(models)) as address, grpc.insecure_channel(address) as channel:
         for name, (group, _) in UNOFFERED.items():
@@ -80,8 +72,7 @@ def test_grpc_answers_triton_s_rpcs_unimplemented_saying_what_instead() -> None:
             assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED, name
             details = refused.value.details()
             assert details is not None and details.startswith("this server does not offer Triton's"), name
-            what = {"shared-memory": "shared memory", "trace": "trace extension", "logging": "logging extension"}
-            assert what[group] in details, name
+            assert "shared memory" in details, name
             assert GROUPS[name] == group
         with pytest.raises(grpc.RpcError) as unknown:  # an RPC Triton does not have either stays grpcio's
             channel.unary_unary(f"/{SERVICE}/NoSuchCall")(b"", timeout=10)
@@ -89,9 +80,9 @@ def test_grpc_answers_triton_s_rpcs_unimplemented_saying_what_instead() -> None:
 
 
 def test_grpc_such_rpcs_are_behind_their_restricted_group() -> None:
-    with grpc_server(oip_app(models), restricted_protocols=["trace:k=v"]) as address:
+    with grpc_server(oip_app(models), restricted_protocols=["shared-memory:k=v"]) as address:
         with grpc.insecure_channel(address) as channel:
-            call = channel.unary_unary(f"/{SERVICE}/TraceSetting")
+            call = channel.unary_unary(f"/{SERVICE}/CudaSharedMemoryStatus")
             with pytest.raises(grpc.RpcError) as refused:
                 call(b"", timeout=10)
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -102,7 +93,7 @@ def test_grpc_such_rpcs_are_behind_their_restricted_group() -> None:
 
 @pytest.mark.slow
 def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None:
-    """tritonclient's shared-memory, trace and log calls, over both wires, against `oip-asgi serve --http-port`."""
+    """tritonclient's shared-memory calls, over both wires, against `oip-asgi serve --http-port`."""
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
@@ -121,8 +112,6 @@ def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None
                     lambda: http.unregister_cuda_shared_memory("r"),
                     rpc.get_cuda_shared_memory_status,
                 ],
-                "trace extension": [http.get_trace_settings, rpc.get_trace_settings],
-                "logging extension": [http.get_log_settings, rpc.get_log_settings],
             }
             for what, clients in calls.items():
                 for call in clients:

@@ -209,17 +209,55 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="end a gRPC ModelStreamInfer that sends no request for this long after it opens (default: %(default)s)",
     )
-    serve.add_argument(
+    logs = serve.add_argument_group(
+        "logging and tracing (Triton's options; the logging and trace extensions change them while serving; "
+        "docs/observability.md)"
+    )
+    logs.add_argument(
         "--log-level",
         choices=["critical", "error", "warning", "info", "debug", "trace"],
         default="info",
-        help="the log level of uvicorn and of the oip_asgi loggers, where an app's access_log=True lines go "
-        "(default: %(default)s)",
+        help="the log level of uvicorn and of the oip_asgi loggers, where an app's access_log=True lines go; "
+        "debug is Triton's verbose level 1 (default: %(default)s)",
     )
-    serve.add_argument(
+    logs.add_argument(
         "--no-access-log",
         action="store_true",
         help="do not log uvicorn's line per request (an app's own access_log=True lines follow --log-level)",
+    )
+    logs.add_argument(
+        "--log-verbose",
+        type=_verbose,
+        metavar="N",
+        help="Triton's verbose level: 0 none, N >= 1 verbose lines up to level N (Python's DEBUG is level 1, "
+        "where pb_utils.Logger.log_verbose writes); over what --log-level says",
+    )
+    for level in ("info", "warning", "error"):
+        logs.add_argument(
+            f"--log-{level}",
+            type=_boolean,
+            metavar="BOOL",
+            help=f"Triton's switch of {level.upper()} lines, on (true) or off (false), over what --log-level says",
+        )
+    logs.add_argument(
+        "--log-format",
+        choices=["default", "ISO8601"],
+        help="default: uvicorn's lines (INFO:     ...); ISO8601: Triton's (2024-05-20T20:03:26Z I 4242 life.py:24] "
+        '"..."), for every line the server writes',
+    )
+    logs.add_argument(
+        "--log-file",
+        metavar="FILE",
+        help="append every line to FILE instead of the console (a request cannot change where: Triton's rule)",
+    )
+    logs.add_argument(
+        "--trace-config",
+        action="append",
+        default=[],
+        metavar="SETTING=VALUE",
+        help="Triton's global trace settings: level=OFF|TIMESTAMPS|TENSORS (repeatable), rate=N (trace one "
+        "request in N), count=N (then stop; -1 never), mode=opentelemetry (the only mode: spans to the "
+        "OpenTelemetry SDK the process configures; needs opentelemetry-api)",
     )
     return command
 
@@ -250,6 +288,17 @@ def _boolean(text: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
+
+
+def _verbose(text: str) -> int:
+    """Triton's --log-verbose: an integer >= 0, or true (1) and false (0)."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return int(lowered == "true")
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def _positive_float(text: str) -> float:

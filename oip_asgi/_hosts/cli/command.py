@@ -16,11 +16,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ..._core.trace_settings import start_setting
 from ..._declarations.extras import install_line
 from ..._declarations.files.formats import by_extension
 from ..._declarations.model_repository import ModelRepository
 from .arguments import parser, triton_booleans
-from .logs import log_config
+from .logs import LogOptions, log_config, trace_config
 from .security import SecurityError, checked
 from .served import Served
 from .target import FileOptions, TargetError, is_model_file, load_target
@@ -39,6 +40,7 @@ def worker_app() -> Served:
     from . import timeouts  # uvicorn's protocols: imported where uvicorn is known to be installed
 
     settings = json.loads(os.environ[SETTINGS_ENV])
+    LogOptions(**settings["log"]).start()  # uvicorn configured this process's logging from the same options
     timeouts.read_timeout = settings["timeout_request_read"]
     repository = ModelRepository(**settings["repository"]) if settings["repository"] else None
     files = FileOptions(**{**settings["files"], "trust_skops_types": tuple(settings["files"]["trust_skops_types"])})
@@ -50,6 +52,7 @@ def worker_app() -> Served:
             restricted_apis=settings["security"]["http_restricted_api"],
             files=files,
             strict_readiness=settings["strict_readiness"],
+            tracing=settings["tracing"],
         )
     except TargetError as exc:
         _error(str(exc))
@@ -122,6 +125,19 @@ def _repository(args: argparse.Namespace) -> ModelRepository | None:
     )
 
 
+def _tracing(args: argparse.Namespace) -> dict[str, object] | None:
+    """--trace-config as the app's tracing settings, checked as the app will check them."""
+    try:
+        tracing = trace_config(args.trace_config)
+        if tracing is not None and start_setting(tracing).trace_level:
+            importlib.import_module("opentelemetry.trace")
+    except ValueError as exc:
+        raise TargetError(str(exc).replace("tracing: ", "--trace-config: ", 1)) from None
+    except ImportError:
+        raise TargetError(f"--trace-config needs the OpenTelemetry API: {install_line('tracing')}") from None
+    return tracing
+
+
 def _files(args: argparse.Namespace) -> FileOptions:
     """The model files' options, each only where a model file is given to take it."""
     files = [target for target in args.target if is_model_file(target)]
@@ -178,6 +194,7 @@ def serve(args: argparse.Namespace) -> int:
         files = _files(args)
         repository = _repository(args)
         security = checked(args)
+        tracing = _tracing(args)
     except (TargetError, SecurityError) as exc:
         _error(str(exc))
         return USAGE
@@ -211,12 +228,13 @@ def serve(args: argparse.Namespace) -> int:
         return USAGE
     from . import timeouts  # uvicorn's own protocols, subclassed
 
+    logs = LogOptions.of(args)
     options: dict[str, Any] = {
         "host": args.host,
         "port": args.port,
         "lifespan": "on",
-        "log_level": args.log_level,
-        "log_config": log_config(args.log_level),
+        "log_level": logs.level,
+        "log_config": log_config(logs),
         "access_log": not args.no_access_log,
         "timeout_graceful_shutdown": args.timeout_graceful_shutdown,
         "timeout_keep_alive": args.timeout_keep_alive,
@@ -243,10 +261,13 @@ def serve(args: argparse.Namespace) -> int:
             "strict_readiness": args.strict_readiness,
             "openai": args.openai,
             "url": url,
+            "log": asdict(logs),
+            "tracing": tracing,
             "repository": None if repository is None else {**asdict(repository), "load_models": args.load_model},
         }
         return _supervise(args.workers, settings, options)
     logging.config.dictConfig(options["log_config"])  # before the app is built, as a worker's is
+    logs.start()
     try:
         app = load_target(
             args.target,
@@ -255,6 +276,7 @@ def serve(args: argparse.Namespace) -> int:
             restricted_apis=security["http_restricted_api"],
             files=files,
             strict_readiness=args.strict_readiness,
+            tracing=tracing,
         )
     except TargetError as exc:
         _error(str(exc))

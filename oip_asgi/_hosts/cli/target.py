@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..._core.trace_settings import start_setting
 from ..._declarations.files import detect_format
 from ..._declarations.files._common import AdvisedError
 from ..._declarations.files.formats import FORMATS, tabular
@@ -47,6 +48,7 @@ def load_target(
     restricted_apis: list[str] | None = None,
     files: FileOptions = FileOptions(),
     strict_readiness: bool | None = None,
+    tracing: Mapping[str, object] | None = None,
 ) -> OIPApp:
     """The app for MODULE:ATTR (a models mapping, a `Model` served under ATTR's name, or an `OIPApp`),
     for model files (each served under its stem), or for none (the `repository`'s models alone).
@@ -54,11 +56,15 @@ def load_target(
     `metrics` registers the models' Prometheus metrics, unless ATTR is an app: it chose when built.
     `repository` joins the models of a mapping, a `Model` or the files. `restricted_apis` are
     --http-restricted-api's rules, checked already. `strict_readiness`, where given, is the app's (an
-    `OIPApp` too: the command line's choice of what readiness means for the server it runs).
+    `OIPApp` too: the command line's choice of what readiness means for the server it runs), and so are
+    `tracing`'s settings (--trace-config's, checked already), where given.
     """
     app = _target_app(target, metrics, repository, files)
     if strict_readiness is not None:
         app.core.strict_readiness = strict_readiness
+    if tracing is not None:
+        app.core.traces.reset(start_setting(tracing))
+        app.core.respond.follow()
     if restricted_apis:
         if app.restrictions:
             raise TargetError(f"{target} is an OIPApp with restricted APIs of its own: give them there, or here")
