@@ -5,7 +5,17 @@ is made `--low` and `--high` times in two processes under ``PYTHONHASHSEED=0`` (
 the counts move by a few percent); the difference, divided by the difference of the counts, cancels
 the start-up (and the imports). The cases:
 
-- `W1`: W1's request driven straight into the app (`inprocess.requester`: no server, no event loop);
+- `W1`: W1's request driven straight into the app mounted in Starlette (`inprocess.requester`: no server, no
+  event loop); `floor` the floor's app, `W1cli` ours as the serve command serves it, `W1mw` mounted under a
+  host's pass-through middleware, `W1fast` the same with `bypass_host_middleware=True`; each with `-server`
+  through uvicorn's own httptools protocol on uvloop (the whole server's instructions but the kernel's);
+- `W2s`: the same tensor as tritonclient sends it by default, binary after the JSON, its output asked back
+  binary (a small W2), driven the same way;
+- `G1`, `G1-floor`: G1's ModelInfer through a grpc.aio server and client in one process, ours or a bare echo;
+  `G1codec`: the same tensor in a ModelInferRequest's raw_input_contents through the gRPC codec alone (parsed,
+  decoded, the identity's outputs built, encoded and serialized: what ModelInfer adds around the core);
+- `W10grpc`, `W10grpc-floor`: W10's gRPC stream, per frame of one ModelStreamInfer call;
+- `import-floor`, `import-ours`, `import-serve`: what a process imports before it serves (W5);
 - `W1s`: the same body to the sync identity, through the app on a uvloop loop (`w9_inprocess`'s
   requester), the model on oip-asgi's worker thread: what any sync model's request costs;
 - `W9s1`, `W9x1`, `W9o1`: W9's [1,100] request to each model file through the app on a uvloop loop,
@@ -47,11 +57,12 @@ IMPORTS = {
 # serve command serves it, mounted in Starlette, mounted under a host's middleware, and in front of it.
 W1_APPS = ("floor", "W1", "W1cli", "W1mw", "W1fast", "W1s", "W1scli")
 # G1's ModelInfer through a grpc.aio server and client in this process: the floor's echo, ours; their
-# difference is ours' handler (the client and grpcio's own share are alike in both).
-G1_CASES = ("G1-floor", "G1")
+# difference is ours' handler (the client and grpcio's own share are alike in both); `G1codec`: ModelInfer's
+# codec alone around the identity, no grpcio.
+G1_CASES = ("G1-floor", "G1", "G1codec")
 # W10's gRPC stream: one ModelStreamInfer call of `count` frames (tokens), the floor's prepared messages or ours.
 W10_CASES = ("W10grpc-floor", "W10grpc")
-CASES = (*W1_APPS, *(f"{app}-server" for app in W1_APPS), *IMPORTS, *G1_CASES, *W10_CASES,
+CASES = (*W1_APPS, *(f"{app}-server" for app in W1_APPS), *IMPORTS, *G1_CASES, *W10_CASES, "W2s",
          *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
          *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")))  # fmt: skip
 
@@ -103,6 +114,20 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     import oip_asgi
 
     body = json_request("INPUT0", np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32))
+    if case == "W2s":  # W1's tensor in binary, mounted in Starlette
+        from harness.inprocess import requester
+        from inprocess import identity
+
+        app = Starlette()
+        oip_asgi.mount(app, {"identity": identity}, path="/v2")
+        body, header_length = binary_request()
+        request = requester(app, "/v2/models/identity/infer", body, header_length)
+        for _ in range(count):
+            request()
+        return
+    if case == "G1codec":
+        grpc_codec(count)
+        return
     import ours_app
     import uvloop
     from harness.inprocess import app_requester, requester, server_requester
@@ -207,6 +232,46 @@ async def w10_stream(case: str, count: int) -> None:
                 break
         call.cancel()
     await server.stop(None)
+
+
+def binary_request() -> tuple[bytes, int]:
+    """W1's tensor as tritonclient sends it by default: binary after the JSON, its output asked for binary."""
+    import json
+
+    import numpy as np
+    from workloads.http_bodies import SEED
+
+    tensor = np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32)
+    header = {
+        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "parameters": {"binary_data_size": 64}}],
+        "outputs": [{"name": "INPUT0", "parameters": {"binary_data": True}}],
+    }
+    head = json.dumps(header).encode()
+    return head + tensor.tobytes(), len(head)
+
+
+def grpc_codec(count: int) -> None:
+    """ModelInfer's codec around the identity: the request parsed and decoded, the reply encoded and serialized."""
+    import numpy as np
+    from workloads.http_bodies import SEED
+
+    import oip_asgi
+    from oip_asgi._core.inference import model_outputs
+    from oip_asgi._core.responding import Reply
+    from oip_asgi.grpc import _codec
+    from oip_asgi.grpc import inference_pb2 as pb
+
+    tensor = np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32)
+    message = pb.ModelInferRequest(model_name="identity")
+    message.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 16])
+    message.raw_input_contents.append(tensor.tobytes())
+    body = message.SerializeToString()
+    model = oip_asgi.oip_app({"identity": lambda INPUT0: {"INPUT0": INPUT0}}).core.served.get("identity")
+    for _ in range(count):
+        request, raw = _codec.parse_request(body)
+        decoded, typed = _codec.decode_request(request, model, raw)
+        outputs, parameters = model_outputs(model, decoded, {"INPUT0": decoded.inputs["INPUT0"]})
+        _codec.serialize(*_codec.encode_response(Reply(model, decoded, outputs, parameters), parameters, typed))
 
 
 def w12(loop: Any, server: str, count: int) -> None:

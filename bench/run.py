@@ -8,6 +8,7 @@ Each workload is a module of bench/workloads/ that plugs into the harness (bench
 | W10 | workloads/w10.py | this interpreter (standard library) |
 | W11 | workloads/w11.py | this interpreter, which also serves ours and runs the load generator |
 | W12 | workloads/w12.py | this interpreter, with oip-asgi's [grpc,test] dependencies |
+| W13 | workloads/w13.py | this interpreter, with oip-asgi's [grpc,test] dependencies; perf_analyzer's set-up |
 | G1,G2,G4 | workloads/grpc.py | this interpreter (standard library) |
 
 One module a run: each has its own servers, options and results folder (`--help` with `--workloads` names them).
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import envs
 
-MODULES = {"W10": "w10", "W11": "w11", "W12": "w12", "G1": "grpc", "G2": "grpc", "G4": "grpc"}
+MODULES = {"W10": "w10", "W11": "w11", "W12": "w12", "W13": "w13", "G1": "grpc", "G2": "grpc", "G4": "grpc"}
 REST = "http"  # every other key: W1-W9
 
 

@@ -1,4 +1,5 @@
-"""The example models: Triton's classic `simple`, an identity per datatype, a text model, a classifier."""
+"""The example models: Triton's classic `simple` and `simple_string`, an identity per datatype, a text model, a
+classifier."""
 
 from __future__ import annotations
 
@@ -25,6 +26,15 @@ DATATYPES = [
 
 def add_sub(INPUT0: np.ndarray, INPUT1: np.ndarray) -> dict[str, np.ndarray]:
     return {"OUTPUT0": INPUT0 + INPUT1, "OUTPUT1": INPUT0 - INPUT1}
+
+
+def add_sub_text(INPUT0: np.ndarray, INPUT1: np.ndarray) -> dict[str, np.ndarray]:
+    """`simple` on integers written as text, as Triton's `simple_string` example model: the answers as text too."""
+    try:
+        left, right = (np.vectorize(int, otypes=[np.int64])(tensor) for tensor in (INPUT0, INPUT1))
+    except ValueError as exc:
+        raise BadRequest(f"simple_string adds integers written as text: {exc}") from None
+    return {"OUTPUT0": (left + right).astype(np.bytes_), "OUTPUT1": (left - right).astype(np.bytes_)}
 
 
 def identity(INPUT0: np.ndarray) -> np.ndarray:
@@ -65,6 +75,11 @@ models: dict[str, object] = {
         add_sub,
         inputs=[TensorSpec("INPUT0", "INT32", [-1, 16]), TensorSpec("INPUT1", "INT32", [-1, 16])],
         outputs=[TensorSpec("OUTPUT0", "INT32", [-1, 16]), TensorSpec("OUTPUT1", "INT32", [-1, 16])],
+    ),
+    "simple_string": Model(
+        add_sub_text,
+        inputs=[TensorSpec("INPUT0", "BYTES", [-1, 16]), TensorSpec("INPUT1", "BYTES", [-1, 16])],
+        outputs=[TensorSpec("OUTPUT0", "BYTES", [-1, 16]), TensorSpec("OUTPUT1", "BYTES", [-1, 16])],
     ),
     "echo": lambda **inputs: inputs,
     "text": Model(

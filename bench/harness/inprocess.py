@@ -7,9 +7,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 
-def exchange(path: str, body: bytes) -> tuple[dict[str, Any], Any, Any, list[int]]:
-    """The scope, receive and send of a POST of `body` to `path`, and the statuses the app answers with."""
+def exchange(path: str, body: bytes, header_length: int | None = None) -> tuple[dict[str, Any], Any, Any, list[int]]:
+    """The scope, receive and send of a POST of `body` to `path` (its JSON header's length given for a body with
+    binary tensors), and the statuses the app answers with."""
     headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if header_length is not None:
+        headers.append((b"inference-header-content-length", b"%d" % header_length))
     message = {"type": "http.request", "body": body, "more_body": False}
     statuses: list[int] = []
 
@@ -33,9 +36,9 @@ def drive(coroutine: Coroutine[Any, Any, None]) -> None:
     raise RuntimeError("the app waited on something")
 
 
-def requester(app: Any, path: str, body: bytes) -> Callable[[], None]:
+def requester(app: Any, path: str, body: bytes, header_length: int | None = None) -> Callable[[], None]:
     """One request a call, driven with no event loop (the app must never wait: an async model on the loop)."""
-    scope, receive, send, statuses = exchange(path, body)
+    scope, receive, send, statuses = exchange(path, body, header_length)
 
     def request() -> None:
         drive(app(dict(scope), receive, send))

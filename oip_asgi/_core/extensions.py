@@ -36,14 +36,18 @@ class RestPath:
 @dataclass(frozen=True, slots=True)
 class Extension:
     """One of Triton's extensions, on every wire. `listed`: whether server metadata lists it, when offered
-    (``"with a repository"``: where the app serves a model repository, as `ServerCore` decides)."""
+    (``"with a repository"``: where the app serves a model repository; ``"with shared memory"``: where the
+    platform has POSIX shared memory; as `ServerCore` decides). Of one not offered, a path that names an
+    operation, and an RPC in `answering`, still answer; the others say `not_offered`."""
 
     name: str
     group: str
     paths: tuple[RestPath, ...] = ()
     rpcs: tuple[str, ...] = ()
-    listed: Literal["always", "with a repository", "never"] = "always"
+    listed: Literal["always", "with a repository", "with shared memory", "never"] = "always"
     not_offered: str = ""  # what a client is told instead, for an extension this server does not offer
+    # Of one not offered: the RPCs that answer all the same (as its paths that name an operation do).
+    answering: tuple[str, ...] = ()
 
     @property
     def offered(self) -> bool:
@@ -96,18 +100,31 @@ REGISTRY = (
     Extension(
         "system_shared_memory",
         "shared-memory",
-        paths=(RestPath("/systemsharedmemory[/{rest:path}]", methods=_REFUSED),),
+        paths=(
+            RestPath("/systemsharedmemory[/region/{region}]/status", "system_shared_memory_status"),
+            RestPath("/systemsharedmemory/region/{region}/register", "system_shared_memory_register", ("POST",)),
+            RestPath("/systemsharedmemory/register", "system_shared_memory_register", ("POST",)),
+            RestPath("/systemsharedmemory[/region/{region}]/unregister", "system_shared_memory_unregister", ("POST",)),
+        ),
         rpcs=("SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister"),
-        not_offered="this server does not offer Triton's system shared memory extension (tensors in shared memory "
-        f"regions registered with the server); {_SEND_IN_THE_BODY}",
+        listed="with shared memory",
     ),
+    # Not offered: no GPU. Its status and unregister answer as Triton built without GPUs does (no region is
+    # registered, so there is nothing to tell or to unregister): clients that clear both kinds of region go on.
     Extension(
         "cuda_shared_memory",
         "shared-memory",
-        paths=(RestPath("/cudasharedmemory[/{rest:path}]", methods=_REFUSED),),
+        paths=(
+            RestPath("/cudasharedmemory[/region/{region}]/status", "cuda_shared_memory_status"),
+            RestPath("/cudasharedmemory[/region/{region}]/unregister", "cuda_shared_memory_unregister", ("POST",)),
+            RestPath("/cudasharedmemory[/{rest:path}]", methods=_REFUSED),
+        ),
         rpcs=("CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister"),
+        answering=("CudaSharedMemoryStatus", "CudaSharedMemoryUnregister"),
         not_offered="this server does not offer Triton's CUDA shared memory extension (tensors in GPU memory "
-        f"registered with the server); {_SEND_IN_THE_BODY}",
+        "registered with the server): it runs no GPU code; use system shared memory "
+        "(tritonclient.utils.shared_memory, perf_analyzer --shared-memory system), or "
+        f"{_SEND_IN_THE_BODY}",
     ),
     # Triton's trace settings, driving OpenTelemetry spans (trace_settings.py, tracing.py): global and per model.
     Extension(
@@ -128,5 +145,8 @@ REGISTRY = (
     ),
 )
 
-# The extensions every app's server metadata lists (model_repository joins them where a repository is served).
-EXTENSIONS = sorted(extension.name for extension in REGISTRY if extension.offered and extension.listed == "always")
+
+def listed(*, repository: bool, shared_memory: bool) -> list[str]:
+    """The extensions server metadata lists: those always listed, and those of what this server has."""
+    has = {"always": True, "with a repository": repository, "with shared memory": shared_memory, "never": False}
+    return sorted(extension.name for extension in REGISTRY if extension.offered and has[extension.listed])

@@ -26,13 +26,14 @@ from .._declarations.model import Model, ModelsArgument, checked_models, declare
 from .._declarations.model_repository import ModelRepository
 from .._version import __version__
 from . import heap, life
-from .extensions import EXTENSIONS
+from .extensions import listed
 from .logs import follow_the_host, show_unless_configured
 from .metadata import ModelMetadata, ServerMetadata, model_metadata
 from .model_config import model_config
 from .responding import Body, Exchange, Responder, Response, access_logger, log_access
 from .served import ServedModels
 from .serving import ServedModel
+from .shared_memory import SharedMemory
 from .statistics import RequestTimes, StatisticsResponse, now
 from .trace_settings import Changes, TraceSettings, TraceSettingsResponse, start_setting
 from .triton_json import echo
@@ -62,6 +63,7 @@ class CoreOptions(TypedDict, total=False):
     load_switch_interval: float | None
     strict_readiness: bool
     freeze_heap: bool
+    shared_memory_unavailable: str | None
 
 
 class NoRepository(OIPError, status_code=404, grpc_code="UNIMPLEMENTED"):
@@ -86,6 +88,7 @@ class ServerCore:
         load_switch_interval: float | None = None,
         strict_readiness: bool = True,
         freeze_heap: bool = False,
+        shared_memory_unavailable: str | None = None,
     ) -> None:
         self.pool = WorkerPool(max_threads)  # the threads this server's sync models run on
         self.served = ServedModels()
@@ -122,7 +125,9 @@ class ServerCore:
                 load_switch_interval=load_switch_interval,
                 python_host=TritonHost(self, registry),
             )
-        extensions = sorted([*EXTENSIONS, "model_repository"]) if self.control is not None else list(EXTENSIONS)
+        # Triton's system shared memory: the regions registered with this server (this process).
+        self.shared_memory = SharedMemory(unavailable=shared_memory_unavailable)
+        extensions = listed(repository=self.control is not None, shared_memory=not self.shared_memory.unavailable)
         self.server_metadata = ServerMetadata(name=name, version=__version__, extensions=extensions)
         self.traces = TraceSettings(start_setting(tracing))  # Triton's trace extension's settings
         self.respond = Responder(self.traces)  # the bodies: `respond.once`, `respond.streaming`
@@ -134,6 +139,13 @@ class ServerCore:
             from .metrics import register
 
             register(self.served.all, metrics)
+
+    def offer_no_shared_memory(self, reason: str) -> None:
+        """Answer system shared memory's calls with a 501 saying `reason`, and list it no more (the serve command's
+        worker processes: each would hold regions of its own)."""
+        self.shared_memory.unavailable = reason
+        extensions = listed(repository=self.control is not None, shared_memory=False)
+        self.server_metadata = ServerMetadata(self.server_metadata.name, __version__, extensions)
 
     def _served(self, name: str, versions: Sequence[Model], config: dict[str, Any] | None = None) -> list[ServedModel]:
         return [ServedModel(name, model, self.pool, config) for model in versions]
@@ -190,6 +202,7 @@ class ServerCore:
             for name in self.served.names():
                 group.start_soon(self._retire, name)
         self.pool.shutdown()
+        self.shared_memory.close()
 
     def _stop_background(self) -> None:
         self._heap.cancel()

@@ -8,7 +8,7 @@ a Triton Python model's ``execute``); the core and the wires import it from ``_c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -18,6 +18,13 @@ class RequestedOutput:
     name: str
     classification: int | None = None
     binary: bool | None = None  # REST's `binary_data` parameter, when the request sets it
+    placed: Any = None  # where the wire writes it instead of answering its data: a shared-memory slice
+
+
+class Held(Protocol):
+    """What a request holds until it is responded to (the shared-memory regions it reads or writes)."""
+
+    def release(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -30,3 +37,4 @@ class DecodedRequest:
     outputs: list[RequestedOutput] | None = None  # None: every output
     binary_outputs: bool = False  # REST: outputs the request does not list come back binary
     input_parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # each input's, where it has any
+    held: Held | None = None  # released by the core once the request is responded to, however it ends

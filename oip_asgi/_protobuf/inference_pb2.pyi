@@ -11,8 +11,8 @@ below, before the model configuration): the streaming extension (ModelStreamInfe
 ModelStreamInferResponse), which tritonclient.grpc's start_stream/async_stream_infer use; the
 statistics extension (ModelStatistics); the model configuration extension (ModelConfig and the
 whole ModelConfig message tree of model_config.proto, its Sphinx markup turned into plain comments);
-and the messages of the model repository extension (RepositoryIndex, RepositoryModelLoad,
-RepositoryModelUnload), which oip-asgi does not serve yet: their calls answer UNIMPLEMENTED.
+the messages of the model repository extension (RepositoryIndex, RepositoryModelLoad,
+RepositoryModelUnload); and the shared memory extensions' (SystemSharedMemory*, CudaSharedMemory*).
 
 Regenerate the Python modules beside this file with `python oip_asgi/grpc/_generate.py` (needs
 grpcio-tools and mypy-protobuf); tests/grpc/test_grpc_generated.py fails when they drift from it.
@@ -1216,6 +1216,290 @@ class RepositoryModelUnloadResponse(google.protobuf.message.Message):
     ) -> None: ...
 
 global___RepositoryModelUnloadResponse = RepositoryModelUnloadResponse
+
+@typing.final
+class SystemSharedMemoryStatusRequest(google.protobuf.message.Message):
+    """Triton's shared memory extensions (docs/protocol/extension_shared_memory.md), with the names and
+    field numbers of triton-inference-server/common's protobuf/grpc_service.proto.
+    """
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: builtins.int
+    name: builtins.str
+    """The region to tell; every region when empty."""
+    def __init__(
+        self,
+        *,
+        name: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["name", b"name"]) -> None: ...
+
+global___SystemSharedMemoryStatusRequest = SystemSharedMemoryStatusRequest
+
+@typing.final
+class SystemSharedMemoryStatusResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    @typing.final
+    class RegionStatus(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: builtins.int
+        KEY_FIELD_NUMBER: builtins.int
+        OFFSET_FIELD_NUMBER: builtins.int
+        BYTE_SIZE_FIELD_NUMBER: builtins.int
+        name: builtins.str
+        """The region's name."""
+        key: builtins.str
+        """The key of the shared-memory object holding it."""
+        offset: builtins.int
+        """Its offset, in bytes, into the object."""
+        byte_size: builtins.int
+        """Its size, in bytes."""
+        def __init__(
+            self,
+            *,
+            name: builtins.str = ...,
+            key: builtins.str = ...,
+            offset: builtins.int = ...,
+            byte_size: builtins.int = ...,
+        ) -> None: ...
+        def ClearField(self, field_name: typing.Literal["byte_size", b"byte_size", "key", b"key", "name", b"name", "offset", b"offset"]) -> None: ...
+
+    @typing.final
+    class RegionsEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: builtins.str
+        @property
+        def value(self) -> global___SystemSharedMemoryStatusResponse.RegionStatus: ...
+        def __init__(
+            self,
+            *,
+            key: builtins.str = ...,
+            value: global___SystemSharedMemoryStatusResponse.RegionStatus | None = ...,
+        ) -> None: ...
+        def HasField(self, field_name: typing.Literal["value", b"value"]) -> builtins.bool: ...
+        def ClearField(self, field_name: typing.Literal["key", b"key", "value", b"value"]) -> None: ...
+
+    REGIONS_FIELD_NUMBER: builtins.int
+    @property
+    def regions(self) -> google.protobuf.internal.containers.MessageMap[builtins.str, global___SystemSharedMemoryStatusResponse.RegionStatus]:
+        """The regions, by name."""
+
+    def __init__(
+        self,
+        *,
+        regions: collections.abc.Mapping[builtins.str, global___SystemSharedMemoryStatusResponse.RegionStatus] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["regions", b"regions"]) -> None: ...
+
+global___SystemSharedMemoryStatusResponse = SystemSharedMemoryStatusResponse
+
+@typing.final
+class SystemSharedMemoryRegisterRequest(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: builtins.int
+    KEY_FIELD_NUMBER: builtins.int
+    OFFSET_FIELD_NUMBER: builtins.int
+    BYTE_SIZE_FIELD_NUMBER: builtins.int
+    name: builtins.str
+    """The name to register the region as."""
+    key: builtins.str
+    """The key of the POSIX shared-memory object holding it (as shm_open takes it)."""
+    offset: builtins.int
+    """Its offset, in bytes, into the object."""
+    byte_size: builtins.int
+    """Its size, in bytes."""
+    def __init__(
+        self,
+        *,
+        name: builtins.str = ...,
+        key: builtins.str = ...,
+        offset: builtins.int = ...,
+        byte_size: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["byte_size", b"byte_size", "key", b"key", "name", b"name", "offset", b"offset"]) -> None: ...
+
+global___SystemSharedMemoryRegisterRequest = SystemSharedMemoryRegisterRequest
+
+@typing.final
+class SystemSharedMemoryRegisterResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+
+global___SystemSharedMemoryRegisterResponse = SystemSharedMemoryRegisterResponse
+
+@typing.final
+class SystemSharedMemoryUnregisterRequest(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: builtins.int
+    name: builtins.str
+    """The region to unregister; every region when empty."""
+    def __init__(
+        self,
+        *,
+        name: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["name", b"name"]) -> None: ...
+
+global___SystemSharedMemoryUnregisterRequest = SystemSharedMemoryUnregisterRequest
+
+@typing.final
+class SystemSharedMemoryUnregisterResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+
+global___SystemSharedMemoryUnregisterResponse = SystemSharedMemoryUnregisterResponse
+
+@typing.final
+class CudaSharedMemoryStatusRequest(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: builtins.int
+    name: builtins.str
+    """The region to tell; every region when empty."""
+    def __init__(
+        self,
+        *,
+        name: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["name", b"name"]) -> None: ...
+
+global___CudaSharedMemoryStatusRequest = CudaSharedMemoryStatusRequest
+
+@typing.final
+class CudaSharedMemoryStatusResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    @typing.final
+    class RegionStatus(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        NAME_FIELD_NUMBER: builtins.int
+        DEVICE_ID_FIELD_NUMBER: builtins.int
+        BYTE_SIZE_FIELD_NUMBER: builtins.int
+        name: builtins.str
+        """The region's name."""
+        device_id: builtins.int
+        """The GPU where its CUDA IPC handle was made."""
+        byte_size: builtins.int
+        """Its size, in bytes."""
+        def __init__(
+            self,
+            *,
+            name: builtins.str = ...,
+            device_id: builtins.int = ...,
+            byte_size: builtins.int = ...,
+        ) -> None: ...
+        def ClearField(self, field_name: typing.Literal["byte_size", b"byte_size", "device_id", b"device_id", "name", b"name"]) -> None: ...
+
+    @typing.final
+    class RegionsEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: builtins.str
+        @property
+        def value(self) -> global___CudaSharedMemoryStatusResponse.RegionStatus: ...
+        def __init__(
+            self,
+            *,
+            key: builtins.str = ...,
+            value: global___CudaSharedMemoryStatusResponse.RegionStatus | None = ...,
+        ) -> None: ...
+        def HasField(self, field_name: typing.Literal["value", b"value"]) -> builtins.bool: ...
+        def ClearField(self, field_name: typing.Literal["key", b"key", "value", b"value"]) -> None: ...
+
+    REGIONS_FIELD_NUMBER: builtins.int
+    @property
+    def regions(self) -> google.protobuf.internal.containers.MessageMap[builtins.str, global___CudaSharedMemoryStatusResponse.RegionStatus]:
+        """The regions, by name."""
+
+    def __init__(
+        self,
+        *,
+        regions: collections.abc.Mapping[builtins.str, global___CudaSharedMemoryStatusResponse.RegionStatus] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["regions", b"regions"]) -> None: ...
+
+global___CudaSharedMemoryStatusResponse = CudaSharedMemoryStatusResponse
+
+@typing.final
+class CudaSharedMemoryRegisterRequest(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: builtins.int
+    RAW_HANDLE_FIELD_NUMBER: builtins.int
+    DEVICE_ID_FIELD_NUMBER: builtins.int
+    BYTE_SIZE_FIELD_NUMBER: builtins.int
+    name: builtins.str
+    """The name to register the region as."""
+    raw_handle: builtins.bytes
+    """The serialized CUDA IPC handle."""
+    device_id: builtins.int
+    """The GPU where the handle was made."""
+    byte_size: builtins.int
+    """Its size, in bytes."""
+    def __init__(
+        self,
+        *,
+        name: builtins.str = ...,
+        raw_handle: builtins.bytes = ...,
+        device_id: builtins.int = ...,
+        byte_size: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["byte_size", b"byte_size", "device_id", b"device_id", "name", b"name", "raw_handle", b"raw_handle"]) -> None: ...
+
+global___CudaSharedMemoryRegisterRequest = CudaSharedMemoryRegisterRequest
+
+@typing.final
+class CudaSharedMemoryRegisterResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+
+global___CudaSharedMemoryRegisterResponse = CudaSharedMemoryRegisterResponse
+
+@typing.final
+class CudaSharedMemoryUnregisterRequest(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: builtins.int
+    name: builtins.str
+    """The region to unregister; every region when empty."""
+    def __init__(
+        self,
+        *,
+        name: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["name", b"name"]) -> None: ...
+
+global___CudaSharedMemoryUnregisterRequest = CudaSharedMemoryUnregisterRequest
+
+@typing.final
+class CudaSharedMemoryUnregisterResponse(google.protobuf.message.Message):
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+
+global___CudaSharedMemoryUnregisterResponse = CudaSharedMemoryUnregisterResponse
 
 @typing.final
 class TraceSettingRequest(google.protobuf.message.Message):

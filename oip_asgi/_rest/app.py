@@ -40,6 +40,7 @@ from .responses import (
 )
 from .schemas import ModelControlRequest, RepositoryIndexRequest
 from .settings import settings_endpoints
+from .shared_memory import shared_memory_endpoints
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -104,6 +105,7 @@ class OIPApp(WireApp):
                     "repository_index": self._repository_index,
                     "repository_model_load": self._load_model,
                     "repository_model_unload": self._unload_model,
+                    **shared_memory_endpoints(self.core, self._small_json),
                     **settings_endpoints(self.core, self._json_bytes),
                 }
             ),
@@ -329,17 +331,17 @@ class _RESTExchange:
 
     def decode(self, model: ServedModel) -> Awaitable[DecodedRequest]:
         # A plain function handing back read_request's coroutine: one coroutine frame fewer a request.
-        headers = self._headers
+        headers, core = self._headers, self._app.core
         self._reader = reader = BodyReader(
             self._receive,
-            limit=self._app.core.max_body_size,
+            limit=core.max_body_size,
             content_length=_length_header(headers, b"content-length"),
             content_encoding=headers.get(b"content-encoding"),
         )
         header_length = None
         if b"inference-header-content-length" in headers:  # a JSON body has none: no call for it
             header_length = _length_header(headers, b"inference-header-content-length")
-        return read_request(reader, header_length, model, max_header_size=self._app.max_json_size)
+        return read_request(reader, header_length, model, core.shared_memory, max_header_size=self._app.max_json_size)
 
     # The reply's JSON header and binary parts: `inference_response` itself, no method between.
     encode = staticmethod(inference_response)
@@ -371,12 +373,12 @@ class _RESTExchange:
 
 
 def extension_routes(endpoints: Mapping[str, Endpoint]) -> list[Route]:
-    """The routes of Triton's extensions, from their registry: an offered one's paths call the endpoints of
-    their operations, the paths of one not offered answer that it is not, and what to do instead."""
+    """The routes of Triton's extensions, from their registry: a path calls the endpoint of its operation; the
+    paths of one not offered that name none answer that it is not, and what to do instead."""
     return [
         Route(
             path.pattern,
-            endpoints[path.operation] if extension.offered else _refusing(extension),
+            endpoints[path.operation] if path.operation else _refusing(extension),
             extension.group,
             methods=path.methods,
             name=path.operation or extension.name,

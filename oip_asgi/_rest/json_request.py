@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from .._core.checks import bad_classification, negative_dimensions, unknown_datatype
+from .._core.shared_memory import PARAMETERS as SHARED_MEMORY
 from .._core.tensors import INTEGERS, integer_out_of_range
 from .._declarations.datatypes import DATATYPES
 from .._declarations.errors import BadRequest, quoted
@@ -219,7 +220,8 @@ _parameters_decoder = msgspec.json.Decoder(_ParametersOfInputs)
 
 
 def input_parameters(data: JSONText) -> dict[str, dict[str, Any]]:
-    """Each input's own parameters, for a model that asks for them, without the protocol's binary_data_size.
+    """Each input's own parameters, for a model that asks for them, without the protocol's binary_data_size
+    and shared memory parameters.
 
     A second, small decode of a request the full decoder has already validated: only the models that
     ask pay for it, and the request's structs stay typed for the protocol's own parameters.
@@ -227,7 +229,11 @@ def input_parameters(data: JSONText) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for tensor in _parameters_decoder.decode(data).inputs:
         if tensor.parameters:
-            own = {key: value for key, value in tensor.parameters.items() if key != "binary_data_size"}
+            own = {
+                key: value
+                for key, value in tensor.parameters.items()
+                if key != "binary_data_size" and key not in SHARED_MEMORY
+            }
             if own:
                 found[tensor.name] = own
     return found

@@ -11,18 +11,20 @@ import numpy as np
 from .._core.checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
 from .._core.request import DecodedRequest, RequestedOutput
 from .._core.serving import ServedModel
+from .._core.shared_memory import Place, SharedMemory, hold_regions, placement
 from .._core.tensors import array_from_binary
 from .._declarations.errors import BadRequest, PayloadTooLarge, quoted
 from .body import BodyReader
 from .json_request import decode_request, input_parameters
 from .json_tensors import array_from_json
-from .schemas import InferenceRequest, RequestInput
+from .schemas import InferenceRequest, InputParameters, OutputParameters, RequestInput, RequestOutput
 
 
 async def read_request(
-    reader: BodyReader, header_length: int | None, model: ServedModel, *, max_header_size: int
+    reader: BodyReader, header_length: int | None, model: ServedModel, memory: SharedMemory, *, max_header_size: int
 ) -> DecodedRequest:
-    """The request in the body; `header_length` is Inference-Header-Content-Length (None without it)."""
+    """The request in the body; `header_length` is Inference-Header-Content-Length (None without it); `memory`
+    the shared-memory regions its tensors may name."""
     if header_length == 0:
         return await _read_raw_binary(reader, model)
     if header_length is None:
@@ -52,16 +54,20 @@ async def read_request(
 
     check_inputs(model, request.inputs)
     binary_outputs = _binary_outputs(request) if request.parameters else False
-    requested = _requested(request) if request.outputs is not None else None
-    decoded = DecodedRequest({}, request.id, request.parameters or {}, requested, binary_outputs)
+    outputs, places_outputs = _requested(request) if request.outputs is not None else (None, False)
+    decoded = DecodedRequest({}, request.id, request.parameters or {}, outputs, binary_outputs)
     if model.model.takes_input_parameters:
         decoded.input_parameters = input_parameters(header)
     if decoded.outputs is not None:
         check_outputs(model, decoded.outputs)
 
     sizes: list[tuple[RequestInput, int]] = []
+    placed: list[tuple[RequestInput, Place]] = []
     for tensor in request.inputs:
         size = tensor.binary_data_size
+        if tensor.parameters is not None and tensor.parameters.shared_memory_region is not None:
+            placed.append((tensor, _place(tensor, size)))
+            continue
         if size is None:
             if tensor.data is None:
                 raise BadRequest(f"input {quoted(tensor.name)} has neither data nor binary_data_size")
@@ -85,18 +91,52 @@ async def read_request(
                 f"and binary_data_size values declare {declared} bytes"
             )
 
-    # Binary tensors follow the header in input order; each is copied once, into its own array.
-    for tensor, size in sizes:
-        buffer = _unbacked_buffer(size)
-        await reader.readinto(buffer.data, f"input {quoted(tensor.name)}")
-        decoded.inputs[tensor.name] = array_from_binary(tensor.name, tensor.datatype, tensor.shape, buffer)
-    await reader.expect_end(declared)
-    for tensor in request.inputs:
-        if tensor.data is not None:
-            decoded.inputs[tensor.name] = array_from_json(tensor.name, tensor.datatype, tensor.shape, tensor.data)
-    if sizes:  # keep the request's input order, whichever encoding each input came in
+    if placed or places_outputs:  # the regions held from here until the request is responded to
+        hold_regions(
+            memory, decoded, model.name, [(tensor.name, tensor.datatype, tensor.shape, at) for tensor, at in placed]
+        )
+    try:
+        # Binary tensors follow the header in input order; each is copied once, into its own array.
+        for tensor, size in sizes:
+            buffer = _unbacked_buffer(size)
+            await reader.readinto(buffer.data, f"input {quoted(tensor.name)}")
+            decoded.inputs[tensor.name] = array_from_binary(tensor.name, tensor.datatype, tensor.shape, buffer)
+        await reader.expect_end(declared)
+        for tensor in request.inputs:
+            if tensor.data is not None:
+                decoded.inputs[tensor.name] = array_from_json(tensor.name, tensor.datatype, tensor.shape, tensor.data)
+    except BaseException:
+        if decoded.held is not None:
+            decoded.held.release()
+        raise
+    if sizes or placed:  # keep the request's input order, whichever way each input came
         decoded.inputs = {tensor.name: decoded.inputs[tensor.name] for tensor in request.inputs}
     return decoded
+
+
+def _place(tensor: RequestInput, size: int | None) -> Place:
+    parameters = tensor.parameters
+    assert parameters is not None
+    if size is not None or tensor.data is not None:  # Triton's words
+        given = " 'data'" * (tensor.data is not None) + " 'binary_data_size'" * (size is not None)
+        raise BadRequest(
+            f"Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+            f"'shared_memory_region' in 'parameters'. But set{given} 'shared_memory_region' "
+            f"(input {quoted(tensor.name)})"
+        )
+    return _placed(tensor.name, parameters)
+
+
+def _placed(name: str, parameters: InputParameters | OutputParameters) -> Place:
+    """The place a tensor's parameters name (they name a region)."""
+    region, offset, size = (
+        parameters.shared_memory_region,
+        parameters.shared_memory_offset,
+        parameters.shared_memory_byte_size,
+    )
+    found = placement(name, region, offset, size)
+    assert found is not None
+    return found
 
 
 def _unbacked_buffer(size: int) -> np.ndarray:
@@ -111,15 +151,32 @@ def _unbacked_buffer(size: int) -> np.ndarray:
     return np.empty(size, dtype=np.uint8)
 
 
-def _requested(request: InferenceRequest) -> list[RequestedOutput] | None:
+def _requested(request: InferenceRequest) -> tuple[list[RequestedOutput] | None, bool]:
+    """The outputs the request asks for (None: every output), and whether it places one in shared memory."""
     if request.outputs is None:
-        return None
-    return [
-        RequestedOutput(output.name)
-        if output.parameters is None
-        else RequestedOutput(output.name, output.parameters.classification, output.parameters.binary_data)
-        for output in request.outputs
-    ]
+        return None, False
+    requested, places = [], False
+    for output in request.outputs:
+        parameters = output.parameters
+        if parameters is None:
+            requested.append(RequestedOutput(output.name))
+            continue
+        place = None
+        if parameters.shared_memory_region is not None:
+            place, places = _output_place(output), True
+        requested.append(RequestedOutput(output.name, parameters.classification, parameters.binary_data, place))
+    return requested, places
+
+
+def _output_place(output: RequestOutput) -> Place:
+    """Where the output goes, to be looked up once every check has passed; Triton's words for what cannot be."""
+    parameters = output.parameters
+    assert parameters is not None
+    if parameters.classification is not None:
+        raise BadRequest("Output can't set both 'shared_memory_region' and 'classification'")
+    if parameters.binary_data:
+        raise BadRequest("Output can't set both 'shared_memory_region' and 'binary_data'")
+    return _placed(output.name, parameters)
 
 
 def _binary_outputs(request: InferenceRequest) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 from starlette.types import Send
 
 from .._core.responding import Reply
+from .._core.shared_memory import Written, output_to_write
 from .._core.tensors import binary_chunks
 from .._declarations.errors import ClientDisconnected, OIPError
 from .._http.routing import SendFailed as SendFailed  # raised here, caught at the router's boundary
@@ -120,12 +121,25 @@ def inference_response(reply: Reply) -> tuple[bytes, list[bytes | memoryview]]:
     """The JSON header and the binary parts of the inference response of `reply`.
 
     An output the request lists is binary when its own ``binary_data`` says so; the outputs it does
-    not list follow ``binary_data_output`` (as Triton and KServe read the binary data extension).
+    not list follow ``binary_data_output`` (as Triton and KServe read the binary data extension). One it
+    places in shared memory is written there, and answered without data, as Triton answers it.
     """
     request = reply.request
     items: list[ResponseOutput] = []
     binary: list[bytes | memoryview] = []
+    placed: list[Written] = []
     for output in reply.outputs:
+        if output.requested is not None and output.requested.placed is not None:
+            placed.append(output_to_write(output.requested.placed, output.name, output.array, output.datatype))
+            items.append(
+                ResponseOutput(
+                    name=output.name,
+                    datatype=output.datatype,
+                    shape=list(output.array.shape),
+                    parameters=output.parameters,
+                )
+            )
+            continue
         as_binary = request.binary_outputs if output.requested is None else bool(output.requested.binary)
         shape = list(output.array.shape)
         if as_binary:
@@ -140,6 +154,8 @@ def inference_response(reply: Reply) -> tuple[bytes, list[bytes | memoryview]]:
                     name=output.name, datatype=output.datatype, shape=shape, parameters=output.parameters, data=data
                 )
             )
+    for written in placed:  # once every output fits its place
+        written.write()
     model = reply.model
     response = InferenceResponse(
         model_name=model.name, model_version=model.version, id=request.id, parameters=reply.parameters, outputs=items

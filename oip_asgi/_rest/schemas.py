@@ -22,6 +22,10 @@ ClassCount = Annotated[int, msgspec.Meta(ge=1)]
 
 class InputParameters(msgspec.Struct, gc=False):
     binary_data_size: ByteCount | None = None
+    # Triton's shared memory extension: the tensor is in a registered region, at an offset into it.
+    shared_memory_region: str | None = None
+    shared_memory_offset: ByteCount | None = None
+    shared_memory_byte_size: ByteCount | None = None
 
 
 class RequestInput(msgspec.Struct, gc=False, tag_field="datatype"):
@@ -76,6 +80,9 @@ ELEMENT: dict[str, Any] = {
 class OutputParameters(msgspec.Struct, gc=False):
     binary_data: bool | None = None
     classification: ClassCount | None = None
+    shared_memory_region: str | None = None
+    shared_memory_offset: ByteCount | None = None
+    shared_memory_byte_size: ByteCount | None = None
 
 
 class RequestOutput(msgspec.Struct, gc=False):
@@ -139,6 +146,14 @@ class InferenceResponse(msgspec.Struct, gc=False, omit_defaults=True, kw_only=Tr
 
 class RepositoryIndexRequest(msgspec.Struct, gc=False):
     ready: bool = False
+
+
+class RegisterRequest(msgspec.Struct, gc=False):
+    """A system shared memory region's register request: Triton's ``key``, ``offset`` and ``byte_size``."""
+
+    key: str | None = None
+    offset: ByteCount = 0
+    byte_size: ByteCount | None = None
 
 
 class ModelControlRequest(msgspec.Struct, gc=False):

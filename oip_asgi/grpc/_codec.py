@@ -19,6 +19,18 @@ from .._core.checks import bad_classification, check_binary_size, check_inputs, 
 from .._core.request import DecodedRequest, RequestedOutput
 from .._core.responding import Reply
 from .._core.serving import ServedModel
+from .._core.shared_memory import (
+    BYTE_SIZE,
+    OFFSET,
+    PARAMETERS,
+    REGION,
+    Place,
+    SharedMemory,
+    Written,
+    hold_regions,
+    output_to_write,
+    placement,
+)
 from .._core.tensors import array_from_binary, binary_chunks, miscount, out_of_range
 from .._declarations.datatypes import native_dtype
 from .._declarations.errors import BadRequest, ModelError, quoted
@@ -166,50 +178,100 @@ class _Input(NamedTuple):
 
 
 def decode_request(
-    request: pb.ModelInferRequest, model: ServedModel, raw: Sequence[bytes | memoryview] = ()
+    request: pb.ModelInferRequest,
+    model: ServedModel,
+    raw: Sequence[bytes | memoryview] = (),
+    memory: SharedMemory | None = None,
 ) -> tuple[DecodedRequest, bool]:
     """The request as the core takes it, and whether its outputs go back in typed contents.
 
     `raw` holds the raw contents `parse_request` split off, if it did; else they are the request's own.
+    `memory` holds the shared-memory regions its tensors may name (none without it).
     """
     inputs = [_Input(tensor.name, tensor.datatype, list(tensor.shape), tensor) for tensor in request.inputs]
     check_inputs(model, inputs)
+    placed: list[tuple[_Input, Place]] = []
+    for item in inputs:
+        if item.tensor.parameters:
+            place = _place(item.tensor, item.name)
+            if place is not None:
+                if item.tensor.HasField("contents"):  # Triton's words
+                    raise BadRequest(
+                        f"unexpected 'content' provided when using shared memory for input tensor "
+                        f"{quoted(item.name)} for model {quoted(model.name)}"
+                    )
+                placed.append((item, place))
     parameters = request_parameters(request.parameters, "") if request.parameters else {}
     typed = parameters.get(TYPED_OUTPUTS, False)
     if not isinstance(typed, bool):
         raise BadRequest(f"parameter {TYPED_OUTPUTS} must be a boolean, got {_value_text(typed)}")
-    requested = _requested(request) if len(request.outputs) else None
+    requested, places_outputs = _requested(request) if len(request.outputs) else (None, False)
     if requested is not None:
         check_outputs(model, requested)
     decoded = DecodedRequest({}, request.id or None, parameters, requested)
     if model.model.takes_input_parameters:
-        decoded.input_parameters = {
-            item.name: request_parameters(item.tensor.parameters, f"input {quoted(item.name)}: ")
-            for item in inputs
-            if item.tensor.parameters
-        }
+        own = ((item.name, _own_parameters(item)) for item in inputs if item.tensor.parameters)
+        decoded.input_parameters = {name: parameters for name, parameters in own if parameters}
 
     if not raw:
         raw = request.raw_input_contents
-    if len(raw):
-        with_contents = next((item.name for item in inputs if item.tensor.HasField("contents")), None)
-        if with_contents is not None:
-            # Triton's words first: clients match on them (its own examples read the error text).
-            raise BadRequest(
-                f"contents field must not be specified when using raw_input_contents for {quoted(with_contents)} "
-                f"for model {quoted(model.name)}; send every input one way"
-            )
-        if len(raw) != len(inputs):
-            raise BadRequest(
-                f"the request has {len(raw)} raw_input_contents for {len(inputs)} inputs; "
-                f"raw_input_contents[i] holds inputs[i]{_without_contents(inputs[len(raw) :])}"
-            )
-        for item, content in zip(inputs, raw, strict=True):
-            decoded.inputs[item.name] = _raw_input(item, content)
-    else:
-        for item in inputs:
-            decoded.inputs[item.name] = _typed_input(item)
+    items = inputs  # those whose data the message carries
+    if placed or places_outputs:
+        if memory is None:
+            raise BadRequest("this server holds no shared memory regions")
+        hold_regions(memory, decoded, model.name, [(item.name, item.datatype, item.shape, at) for item, at in placed])
+        names = {item.name for item, _ in placed}
+        items = [item for item in inputs if item.name not in names]
+    try:
+        if len(raw):
+            with_contents = next((item.name for item in items if item.tensor.HasField("contents")), None)
+            if with_contents is not None:
+                # Triton's words first: clients match on them (its own examples read the error text).
+                raise BadRequest(
+                    f"contents field must not be specified when using raw_input_contents for {quoted(with_contents)} "
+                    f"for model {quoted(model.name)}; send every input one way"
+                )
+            if len(raw) != len(items):
+                some = "" if items is inputs else " not in shared memory"
+                raise BadRequest(
+                    f"the request has {len(raw)} raw_input_contents for {len(items)} inputs{some}; "
+                    f"raw_input_contents[i] holds inputs[i]{_without_contents(items[len(raw) :])}"
+                )
+            for item, content in zip(items, raw, strict=True):
+                decoded.inputs[item.name] = _raw_input(item, content)
+        else:
+            for item in items:
+                decoded.inputs[item.name] = _typed_input(item)
+    except BaseException:
+        if decoded.held is not None:
+            decoded.held.release()
+        raise
+    if placed:  # the request's input order, whichever way each came
+        decoded.inputs = {item.name: decoded.inputs[item.name] for item in inputs}
     return decoded, typed
+
+
+def _place(tensor: Any, name: str) -> Place | None:
+    """A tensor's shared-memory parameters (None where it names no region), in Triton's words when wrong."""
+    parameters = tensor.parameters
+    values: dict[str, Any] = {}
+    for parameter, expected in ((REGION, "string_param"), (OFFSET, "int64_param"), (BYTE_SIZE, "int64_param")):
+        given = parameters.get(parameter)
+        if given is None:
+            values[parameter] = None
+            continue
+        if given.WhichOneof("parameter_choice") != expected:
+            raise BadRequest(
+                f"invalid value type for '{parameter}' parameter for tensor {quoted(name)}, expected {expected}."
+            )
+        values[parameter] = getattr(given, expected)
+    return placement(name, values[REGION], values[OFFSET], values[BYTE_SIZE])
+
+
+def _own_parameters(item: _Input) -> dict[str, Any]:
+    """An input's parameters for a model that asks for them: without the protocol's shared memory parameters."""
+    found = request_parameters(item.tensor.parameters, f"input {quoted(item.name)}: ")
+    return {key: value for key, value in found.items() if key not in PARAMETERS}
 
 
 # Inputs named in a message at most: a request can hold any number, and grpcio sends no status over 16 KiB.
@@ -224,11 +286,21 @@ def _without_contents(inputs: Sequence[_Input]) -> str:
     return f"; no raw_input_contents for input{'s' if len(inputs) > 1 else ''} {names}{more}"
 
 
-def _requested(request: pb.ModelInferRequest) -> list[RequestedOutput]:
-    requested = []
+def _requested(request: pb.ModelInferRequest) -> tuple[list[RequestedOutput], bool]:
+    """The outputs asked for, and whether one is placed in shared memory."""
+    requested, places = [], False
     for output in request.outputs:
-        classification = None
-        parameter = output.parameters.get("classification")
+        classification = place = None
+        parameters = output.parameters
+        if not parameters:
+            requested.append(RequestedOutput(output.name))
+            continue
+        place = _place(output, output.name)
+        parameter = parameters.get("classification")
+        if place is not None:
+            if parameter is not None:  # Triton's words
+                raise BadRequest("output can't set both 'shared_memory_region' and 'classification'")
+            places = True
         if parameter is not None:
             choice = parameter.WhichOneof("parameter_choice")
             value = parameter.int64_param if choice == "int64_param" else parameter.uint64_param
@@ -238,8 +310,8 @@ def _requested(request: pb.ModelInferRequest) -> list[RequestedOutput]:
                 got = str(value) if integer else _parameter_text(parameter)
                 raise BadRequest(bad_classification(output.name, got))
             classification = value
-        requested.append(RequestedOutput(output.name, classification))
-    return requested
+        requested.append(RequestedOutput(output.name, classification, placed=place))
+    return requested, places
 
 
 def _parameter_text(parameter: pb.InferParameter) -> str:
@@ -327,10 +399,16 @@ def encode_response(
     model_name = f"model '{model.name}' returned "
     _set_parameters(response.parameters, parameters, f"{model_name}response ")
     raw: list[Any] = []
+    placed: list[Written] = []
     for output in reply.outputs:
         tensor = response.outputs.add(name=output.name, datatype=output.datatype, shape=output.array.shape)
         _set_parameters(tensor.parameters, output.parameters, f"{model_name}output '{output.name}' ")
-        if typed:
+        if output.requested is not None and output.requested.placed is not None:
+            # Written into its region; answered without data, as Triton answers it (an empty raw content).
+            placed.append(output_to_write(output.requested.placed, output.name, output.array, output.datatype))
+            if not typed:
+                raw.append(b"")
+        elif typed:
             field = CONTENTS_FIELD.get(output.datatype)
             if field is None:
                 raise BadRequest(
@@ -341,6 +419,8 @@ def encode_response(
         else:
             _, chunks = binary_chunks(output.array, output.datatype)
             raw.append(chunks[0])
+    for written in placed:  # once every output fits its place
+        written.write()
     return response, raw
 
 

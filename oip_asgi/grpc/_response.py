@@ -33,9 +33,10 @@ def varint(value: int) -> bytes:
 
 
 def plain(outputs: list[OutputTensor]) -> bool:
-    """Whether these outputs are written here: none has parameters of its own (a model's, or the binary size's)."""
+    """Whether these outputs are written here: none has parameters of its own (a model's, or the binary size's),
+    and none goes to shared memory (`_codec.encode_response` writes it there)."""
     for output in outputs:
-        if output.parameters:
+        if output.parameters or (output.requested is not None and output.requested.placed is not None):
             return False
     return True
 

@@ -20,6 +20,7 @@ from .._core.request import DecodedRequest
 from .._core.responding import Reply
 from .._core.server import HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
+from .._core.shared_memory import SharedMemory
 from .._core.unsupported import unsupported
 from .._declarations.errors import GRPC_CODES, BadRequest, ClientDisconnected, NotFound, OIPError, quoted
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
@@ -28,6 +29,7 @@ from ._codec import decode_request, encode_response, parse_request, serialize
 from ._messages import ModelConfigs, model_metadata_response, server_metadata_response, statistics_response
 from ._response import plain, response_bytes
 from ._settings import log_settings_rpc, trace_setting_rpc
+from ._shared_memory import shared_memory_rpcs
 from ._streams import Outlet, responses
 
 SERVICE = "inference.GRPCInferenceService"
@@ -45,6 +47,7 @@ UNOFFERED = {
     for extension in REGISTRY
     if not extension.offered
     for name in extension.rpcs
+    if name not in extension.answering
 }
 # Each RPC's group, as Triton's --grpc-restricted-protocol names them: the protocol's own, then its extensions'.
 GROUPS = {
@@ -115,6 +118,7 @@ class _GRPCExchange:
     __slots__ = (
         "_ends",
         "_head",
+        "_memory",
         "_outlet",
         "_raw",
         "_request",
@@ -130,9 +134,11 @@ class _GRPCExchange:
         request: pb.ModelInferRequest,
         raw: Sequence[bytes | memoryview],
         received: int,
+        memory: SharedMemory,
         outlet: Outlet | None = None,
     ) -> None:
         self._request = request
+        self._memory = memory
         self._raw = raw
         self._outlet = outlet
         self._stream_field = None if outlet is None else _STREAM_RESPONSE_FIELD
@@ -147,7 +153,7 @@ class _GRPCExchange:
         return "ModelInfer RPC" if self._outlet is None else "ModelStreamInfer RPC"
 
     async def decode(self, model: ServedModel) -> DecodedRequest:
-        decoded, self._typed = decode_request(self._request, model, self._raw)
+        decoded, self._typed = decode_request(self._request, model, self._raw, self._memory)
         asked = decoded.parameters.pop(EMPTY_FINAL, False)  # the stream's to act on, not the model's
         if not isinstance(asked, bool):  # Triton's words
             raise BadRequest(f"invalid value type for '{EMPTY_FINAL}' parameter, expected bool_param.")
@@ -229,6 +235,7 @@ class InferenceService:
         stream_first_request_timeout: float | None = DEFAULT_FIRST_REQUEST_TIMEOUT,
     ) -> None:
         self.core = core_of(app)
+        self._memory = self.core.shared_memory
         self.restrictions = restrictions(restricted_protocols, grpc=True)
         self.stream_first_request_timeout = stream_first_request_timeout
         self._configs = ModelConfigs()
@@ -251,6 +258,7 @@ class InferenceService:
             "RepositoryIndex": parsed(pb.RepositoryIndexRequest, self.repository_index),
             "RepositoryModelLoad": parsed(pb.RepositoryModelLoadRequest, self.repository_model_load),
             "RepositoryModelUnload": parsed(pb.RepositoryModelUnloadRequest, self.repository_model_unload),
+            **shared_memory_rpcs(self._memory, parsed),
             "TraceSetting": parsed(pb.TraceSettingRequest, self.trace_setting),
             "LogSettings": parsed(pb.LogSettingsRequest, self.log_settings),
             # Triton's RPCs of extensions this server does not offer: UNIMPLEMENTED saying so, and what instead.
@@ -302,7 +310,7 @@ class InferenceService:
     async def model_infer(self, body: bytes) -> bytes:
         request, raw = parse_request(body)
         return await self.core.infer(
-            request.model_name, request.model_version or None, _GRPCExchange(request, raw, len(body))
+            request.model_name, request.model_version or None, _GRPCExchange(request, raw, len(body), self._memory)
         )
 
     async def model_statistics(self, request: pb.ModelStatisticsRequest) -> pb.ModelStatisticsResponse:
@@ -366,7 +374,7 @@ class InferenceService:
         try:
             try:
                 request, raw = parse_request(body)
-                exchange = _GRPCExchange(request, raw, len(body), outlet)
+                exchange = _GRPCExchange(request, raw, len(body), self._memory, outlet)
                 core = self.core
                 await core.infer(request.model_name, request.model_version or None, exchange, core.respond.streaming)
                 return

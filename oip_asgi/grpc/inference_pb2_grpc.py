@@ -95,6 +95,36 @@ class GRPCInferenceServiceStub(object):
                 request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadRequest.SerializeToString,
                 response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadResponse.FromString,
                 _registered_method=True)
+        self.SystemSharedMemoryStatus = channel.unary_unary(
+                '/inference.GRPCInferenceService/SystemSharedMemoryStatus',
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryStatusRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryStatusResponse.FromString,
+                _registered_method=True)
+        self.SystemSharedMemoryRegister = channel.unary_unary(
+                '/inference.GRPCInferenceService/SystemSharedMemoryRegister',
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryRegisterRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryRegisterResponse.FromString,
+                _registered_method=True)
+        self.SystemSharedMemoryUnregister = channel.unary_unary(
+                '/inference.GRPCInferenceService/SystemSharedMemoryUnregister',
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryUnregisterRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryUnregisterResponse.FromString,
+                _registered_method=True)
+        self.CudaSharedMemoryStatus = channel.unary_unary(
+                '/inference.GRPCInferenceService/CudaSharedMemoryStatus',
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryStatusRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryStatusResponse.FromString,
+                _registered_method=True)
+        self.CudaSharedMemoryRegister = channel.unary_unary(
+                '/inference.GRPCInferenceService/CudaSharedMemoryRegister',
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryRegisterRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryRegisterResponse.FromString,
+                _registered_method=True)
+        self.CudaSharedMemoryUnregister = channel.unary_unary(
+                '/inference.GRPCInferenceService/CudaSharedMemoryUnregister',
+                request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryUnregisterRequest.SerializeToString,
+                response_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryUnregisterResponse.FromString,
+                _registered_method=True)
         self.TraceSetting = channel.unary_unary(
                 '/inference.GRPCInferenceService/TraceSetting',
                 request_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.TraceSettingRequest.SerializeToString,
@@ -205,6 +235,49 @@ class GRPCInferenceServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SystemSharedMemoryStatus(self, request, context):
+        """Triton's system shared memory extension: the status of the regions registered (one, or all).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SystemSharedMemoryRegister(self, request, context):
+        """Triton's system shared memory extension: register a region of a POSIX shared-memory object.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SystemSharedMemoryUnregister(self, request, context):
+        """Triton's system shared memory extension: unregister a region (or, without a name, all).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CudaSharedMemoryStatus(self, request, context):
+        """Triton's CUDA shared memory extension (not offered: no region is ever registered, a register
+        answers UNIMPLEMENTED): the status of the regions registered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CudaSharedMemoryRegister(self, request, context):
+        """Triton's CUDA shared memory extension: register a region of GPU memory.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CudaSharedMemoryUnregister(self, request, context):
+        """Triton's CUDA shared memory extension: unregister a region (or, without a name, all).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def TraceSetting(self, request, context):
         """Triton's trace extension: the trace settings, global or of one model, after the given ones change.
         """
@@ -281,6 +354,36 @@ def add_GRPCInferenceServiceServicer_to_server(servicer, server):
                     servicer.RepositoryModelUnload,
                     request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadRequest.FromString,
                     response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadResponse.SerializeToString,
+            ),
+            'SystemSharedMemoryStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.SystemSharedMemoryStatus,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryStatusRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryStatusResponse.SerializeToString,
+            ),
+            'SystemSharedMemoryRegister': grpc.unary_unary_rpc_method_handler(
+                    servicer.SystemSharedMemoryRegister,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryRegisterRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryRegisterResponse.SerializeToString,
+            ),
+            'SystemSharedMemoryUnregister': grpc.unary_unary_rpc_method_handler(
+                    servicer.SystemSharedMemoryUnregister,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryUnregisterRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryUnregisterResponse.SerializeToString,
+            ),
+            'CudaSharedMemoryStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.CudaSharedMemoryStatus,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryStatusRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryStatusResponse.SerializeToString,
+            ),
+            'CudaSharedMemoryRegister': grpc.unary_unary_rpc_method_handler(
+                    servicer.CudaSharedMemoryRegister,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryRegisterRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryRegisterResponse.SerializeToString,
+            ),
+            'CudaSharedMemoryUnregister': grpc.unary_unary_rpc_method_handler(
+                    servicer.CudaSharedMemoryUnregister,
+                    request_deserializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryUnregisterRequest.FromString,
+                    response_serializer=oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryUnregisterResponse.SerializeToString,
             ),
             'TraceSetting': grpc.unary_unary_rpc_method_handler(
                     servicer.TraceSetting,
@@ -618,6 +721,168 @@ class GRPCInferenceService(object):
             '/inference.GRPCInferenceService/RepositoryModelUnload',
             oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadRequest.SerializeToString,
             oip__asgi_dot___protobuf_dot_inference__pb2.RepositoryModelUnloadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SystemSharedMemoryStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/SystemSharedMemoryStatus',
+            oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryStatusRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SystemSharedMemoryRegister(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/SystemSharedMemoryRegister',
+            oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryRegisterRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryRegisterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SystemSharedMemoryUnregister(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/SystemSharedMemoryUnregister',
+            oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryUnregisterRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.SystemSharedMemoryUnregisterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CudaSharedMemoryStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/CudaSharedMemoryStatus',
+            oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryStatusRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CudaSharedMemoryRegister(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/CudaSharedMemoryRegister',
+            oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryRegisterRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryRegisterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CudaSharedMemoryUnregister(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/CudaSharedMemoryUnregister',
+            oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryUnregisterRequest.SerializeToString,
+            oip__asgi_dot___protobuf_dot_inference__pb2.CudaSharedMemoryUnregisterResponse.FromString,
             options,
             channel_credentials,
             insecure,

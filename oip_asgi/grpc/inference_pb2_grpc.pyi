@@ -11,8 +11,8 @@ below, before the model configuration): the streaming extension (ModelStreamInfe
 ModelStreamInferResponse), which tritonclient.grpc's start_stream/async_stream_infer use; the
 statistics extension (ModelStatistics); the model configuration extension (ModelConfig and the
 whole ModelConfig message tree of model_config.proto, its Sphinx markup turned into plain comments);
-and the messages of the model repository extension (RepositoryIndex, RepositoryModelLoad,
-RepositoryModelUnload), which oip-asgi does not serve yet: their calls answer UNIMPLEMENTED.
+the messages of the model repository extension (RepositoryIndex, RepositoryModelLoad,
+RepositoryModelUnload); and the shared memory extensions' (SystemSharedMemory*, CudaSharedMemory*).
 
 Regenerate the Python modules beside this file with `python oip_asgi/grpc/_generate.py` (needs
 grpcio-tools and mypy-protobuf); tests/grpc/test_grpc_generated.py fails when they drift from it.
@@ -125,6 +125,44 @@ class GRPCInferenceServiceStub:
     ]
     """Triton's model repository extension: unload a model."""
 
+    SystemSharedMemoryStatus: grpc.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryStatusRequest,
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryStatusResponse,
+    ]
+    """Triton's system shared memory extension: the status of the regions registered (one, or all)."""
+
+    SystemSharedMemoryRegister: grpc.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryRegisterRequest,
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryRegisterResponse,
+    ]
+    """Triton's system shared memory extension: register a region of a POSIX shared-memory object."""
+
+    SystemSharedMemoryUnregister: grpc.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryUnregisterRequest,
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryUnregisterResponse,
+    ]
+    """Triton's system shared memory extension: unregister a region (or, without a name, all)."""
+
+    CudaSharedMemoryStatus: grpc.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryStatusRequest,
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryStatusResponse,
+    ]
+    """Triton's CUDA shared memory extension (not offered: no region is ever registered, a register
+    answers UNIMPLEMENTED): the status of the regions registered.
+    """
+
+    CudaSharedMemoryRegister: grpc.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryRegisterRequest,
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryRegisterResponse,
+    ]
+    """Triton's CUDA shared memory extension: register a region of GPU memory."""
+
+    CudaSharedMemoryUnregister: grpc.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryUnregisterRequest,
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryUnregisterResponse,
+    ]
+    """Triton's CUDA shared memory extension: unregister a region (or, without a name, all)."""
+
     TraceSetting: grpc.UnaryUnaryMultiCallable[
         oip_asgi._protobuf.inference_pb2.TraceSettingRequest,
         oip_asgi._protobuf.inference_pb2.TraceSettingResponse,
@@ -228,6 +266,44 @@ class GRPCInferenceServiceAsyncStub:
         oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadResponse,
     ]
     """Triton's model repository extension: unload a model."""
+
+    SystemSharedMemoryStatus: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryStatusRequest,
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryStatusResponse,
+    ]
+    """Triton's system shared memory extension: the status of the regions registered (one, or all)."""
+
+    SystemSharedMemoryRegister: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryRegisterRequest,
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryRegisterResponse,
+    ]
+    """Triton's system shared memory extension: register a region of a POSIX shared-memory object."""
+
+    SystemSharedMemoryUnregister: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryUnregisterRequest,
+        oip_asgi._protobuf.inference_pb2.SystemSharedMemoryUnregisterResponse,
+    ]
+    """Triton's system shared memory extension: unregister a region (or, without a name, all)."""
+
+    CudaSharedMemoryStatus: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryStatusRequest,
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryStatusResponse,
+    ]
+    """Triton's CUDA shared memory extension (not offered: no region is ever registered, a register
+    answers UNIMPLEMENTED): the status of the regions registered.
+    """
+
+    CudaSharedMemoryRegister: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryRegisterRequest,
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryRegisterResponse,
+    ]
+    """Triton's CUDA shared memory extension: register a region of GPU memory."""
+
+    CudaSharedMemoryUnregister: grpc.aio.UnaryUnaryMultiCallable[
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryUnregisterRequest,
+        oip_asgi._protobuf.inference_pb2.CudaSharedMemoryUnregisterResponse,
+    ]
+    """Triton's CUDA shared memory extension: unregister a region (or, without a name, all)."""
 
     TraceSetting: grpc.aio.UnaryUnaryMultiCallable[
         oip_asgi._protobuf.inference_pb2.TraceSettingRequest,
@@ -356,6 +432,56 @@ class GRPCInferenceServiceServicer(metaclass=abc.ABCMeta):
         context: _ServicerContext,
     ) -> typing.Union[oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.RepositoryModelUnloadResponse]]:
         """Triton's model repository extension: unload a model."""
+
+    @abc.abstractmethod
+    def SystemSharedMemoryStatus(
+        self,
+        request: oip_asgi._protobuf.inference_pb2.SystemSharedMemoryStatusRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.SystemSharedMemoryStatusResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.SystemSharedMemoryStatusResponse]]:
+        """Triton's system shared memory extension: the status of the regions registered (one, or all)."""
+
+    @abc.abstractmethod
+    def SystemSharedMemoryRegister(
+        self,
+        request: oip_asgi._protobuf.inference_pb2.SystemSharedMemoryRegisterRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.SystemSharedMemoryRegisterResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.SystemSharedMemoryRegisterResponse]]:
+        """Triton's system shared memory extension: register a region of a POSIX shared-memory object."""
+
+    @abc.abstractmethod
+    def SystemSharedMemoryUnregister(
+        self,
+        request: oip_asgi._protobuf.inference_pb2.SystemSharedMemoryUnregisterRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.SystemSharedMemoryUnregisterResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.SystemSharedMemoryUnregisterResponse]]:
+        """Triton's system shared memory extension: unregister a region (or, without a name, all)."""
+
+    @abc.abstractmethod
+    def CudaSharedMemoryStatus(
+        self,
+        request: oip_asgi._protobuf.inference_pb2.CudaSharedMemoryStatusRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.CudaSharedMemoryStatusResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.CudaSharedMemoryStatusResponse]]:
+        """Triton's CUDA shared memory extension (not offered: no region is ever registered, a register
+        answers UNIMPLEMENTED): the status of the regions registered.
+        """
+
+    @abc.abstractmethod
+    def CudaSharedMemoryRegister(
+        self,
+        request: oip_asgi._protobuf.inference_pb2.CudaSharedMemoryRegisterRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.CudaSharedMemoryRegisterResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.CudaSharedMemoryRegisterResponse]]:
+        """Triton's CUDA shared memory extension: register a region of GPU memory."""
+
+    @abc.abstractmethod
+    def CudaSharedMemoryUnregister(
+        self,
+        request: oip_asgi._protobuf.inference_pb2.CudaSharedMemoryUnregisterRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[oip_asgi._protobuf.inference_pb2.CudaSharedMemoryUnregisterResponse, collections.abc.Awaitable[oip_asgi._protobuf.inference_pb2.CudaSharedMemoryUnregisterResponse]]:
+        """Triton's CUDA shared memory extension: unregister a region (or, without a name, all)."""
 
     @abc.abstractmethod
     def TraceSetting(

@@ -28,7 +28,7 @@ grpc = pytest.importorskip("grpc")
 from oip_asgi.grpc._service import GROUPS, SERVICE, UNOFFERED, InferenceService  # noqa: E402
 
 MODELS = {"m": lambda **inputs: inputs}
-EXAMPLE = {"{name}": "m", "{version}": "1", "{rest}": "region/r/status"}
+EXAMPLE = {"{name}": "m", "{version}": "1", "{region}": "r", "{rest}": "region/r/register"}
 
 
 def request(app: Any, method: str, path: str, headers: dict[str, str] | None = None) -> httpx.Response:
@@ -61,7 +61,7 @@ def test_rest_serves_each_path_of_an_entry_behind_its_group(extension: Extension
                 url = example(template)
                 assert request(app, method, url).status_code == 403, (method, url)
                 answer = request(app, method, url, {"key": "k"})
-                if extension.offered:
+                if path.operation:  # an offered one's, or the answering part of one not offered (CUDA's status)
                     assert answer.status_code not in (403, 405, 501), (method, url)
                     assert "no such path" not in answer.text, (method, url)
                 else:
@@ -74,7 +74,7 @@ def test_grpc_groups_its_rpcs_and_refuses_the_unoffered_as_the_registry_says() -
         for name in extension.rpcs:
             assert GROUPS[name] == extension.group
             assert handler.service(types.SimpleNamespace(method=f"/{SERVICE}/{name}")) is not None, name
-            if extension.offered:
+            if extension.offered or name in extension.answering:
                 assert name not in UNOFFERED
                 continue
             assert UNOFFERED[name] == (extension.group, extension.name)
@@ -104,8 +104,12 @@ class AbortingContext:
 
 def test_server_metadata_lists_the_offered_entries(tmp_path: Path) -> None:
     always = sorted(entry.name for entry in REGISTRY if entry.offered and entry.listed == "always")
-    assert request(oip_app(MODELS), "GET", "").json()["extensions"] == always
-    with_repository = sorted([*always, *(entry.name for entry in REGISTRY if entry.listed == "with a repository")])
+    without = oip_app(MODELS, shared_memory_unavailable="no /dev/shm here")
+    assert request(without, "GET", "").json()["extensions"] == always
+    with_memory = sorted([*always, *(entry.name for entry in REGISTRY if entry.listed == "with shared memory")])
+    assert with_memory == sorted([*always, "system_shared_memory"])
+    assert request(oip_app(MODELS), "GET", "").json()["extensions"] == with_memory
+    with_repository = sorted([*with_memory, *(entry.name for entry in REGISTRY if entry.listed == "with a repository")])
     assert request(oip_app(MODELS, model_repository=tmp_path), "GET", "").json()["extensions"] == with_repository
 
 

@@ -381,18 +381,22 @@ def test_read_models_are_ordinary_models(tmp_path: Path, classifier: LogisticReg
     assert all(isinstance(model, Model) for model in read_model(tmp_path, "iris").versions)
 
 
-def test_the_documented_repository_reads_as_written(tmp_path: Path, classifier: LogisticRegression) -> None:
+def test_the_documented_repository_reads_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Built as the page builds it: its two files saved under models/, then its build recipe run beside them.
     doc = (Path(__file__).parents[2] / "docs" / "repository.md").read_text()
     examples = dict(re.findall(r"<!-- example: (\S+) -->\n```\w+\n(.*?)```", doc, re.DOTALL))
     assert set(examples) == {"double/1/model.py", "iris/config.pbtxt"}
     for name, text in examples.items():
-        put(tmp_path / name, text)
-    put(tmp_path / "iris" / "species.txt", "\n".join(SPECIES))
-    for version in ("1", "3"):
-        skops_file(tmp_path / "iris" / version / "model.skops", classifier)
-    assert model_names(tmp_path) == ["double", "iris"]
-    assert [model.version for model in read_model(tmp_path, "iris").versions] == ["1", "3"]
-    (double,) = read_model(tmp_path, "double").versions
+        put(tmp_path / "models" / name, text)
+    (build,) = re.findall(r"<!-- recipe: build -->\n```python\n(.*?)```", doc, re.DOTALL)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(build, "docs/repository.md (build)", "exec"), {"__name__": "recipe"})
+    models = tmp_path / "models"
+    assert model_names(models) == ["double", "iris"]
+    iris = read_model(models, "iris").versions
+    assert [model.version for model in iris] == ["1", "3"]
+    assert iris[-1].labels_for("predict") == SPECIES
+    (double,) = read_model(models, "double").versions
     np.testing.assert_array_equal(double.predict(x=np.array([2]))["y"], [4])
 
 

@@ -43,6 +43,12 @@ NAMES = {
     "model_configuration": ["model_configuration", "model configuration", "ModelConfig RPC", "`ModelConfig`"],
     "statistics": ["statistics extension", "ModelStatistics", "/stats"],
     "model_repository": ["model_repository", "model repository extension", "RepositoryIndex", "RepositoryModelLoad"],
+    "system_shared_memory": [
+        "system_shared_memory",
+        "system shared memory",
+        "SystemSharedMemory",
+        "systemsharedmemory",
+    ],
     "logging": ["logging extension", "LogSettings", "/v2/logging", "log settings"],
     "trace": ["trace extension", "TraceSetting", "/trace/setting", "trace settings"],
     "perf_analyzer": ["perf_analyzer"],
@@ -320,9 +326,9 @@ def test_the_commands_help_names_every_wire_it_serves() -> None:
 # -- The packages a page's recipes use: brought by the extras it installs, or named where the recipe is --------
 
 
-def brought(extras: set[str]) -> set[str]:
-    """The distributions `pip install ".[extras]"` installs: the requirements' closure, read from what is installed."""
-    wanted = [Requirement(text) for text in PYPROJECT["dependencies"]]
+def brought(extras: set[str], others: frozenset[str] = frozenset()) -> set[str]:
+    """What `pip install ".[extras]" *others` installs: the requirements' closure, read from what is installed."""
+    wanted = [Requirement(text) for text in [*PYPROJECT["dependencies"], *others]]
     wanted += [Requirement(text) for extra in extras for text in EXTRAS[extra]]
     seen: set[str] = set()
     while wanted:
@@ -426,6 +432,87 @@ def test_the_python_backend_pages_recipes_use_only_what_its_install_line_brings_
     assert [line for line in failing_imports(statements, installed, path) if "starlette.testclient" in line]
     assert "pytest" in named - installed  # the pytest recipe is a test, which pytest runs; no extra brings it
     assert "requests" in named  # Triton's own custom_metrics client's, which this repository does not hold
+
+
+# -- A walk through issue 35's four pages on a fresh clone: each says what to install for what it runs ---------
+
+WALKED = ["streaming.md", "openai.md", "python-backend.md", "repository.md"]
+CODE = re.compile(r"```(?P<kind>\w*)\n(?P<code>.*?)```", re.DOTALL)
+LOCAL = {"mymodels", "_addresses"}  # what a page has you save as a file, and the examples' clients' helper
+
+
+def pip_installed(text: str) -> tuple[set[str], set[str]]:
+    """What a page's `pip install` lines bring: the extras they name, and every distribution they install."""
+    lines = [re.split(r"\s(?:&&|;|\|)", line)[0] for line in re.findall(r"pip install ([^`\n]+)", text)]
+    extras = set().union(*(named_extras(line) for line in lines))
+    plain = {word for line in lines for word in line.split() if not word.startswith(("-", ".", "'", '"', "/", "$"))}
+    return extras, brought(extras, frozenset(plain))
+
+
+def option_extras() -> dict[str, str]:
+    """The extra each option of `oip-asgi serve` needs, as the command says when it is missing ("" for the command)."""
+    source = (ROOT / "oip_asgi" / "_hosts" / "cli" / "command.py").read_text()
+    needs = dict(re.findall(r"_error\(f\"(--[a-z-]+) needs .*?install_line\('(\w+)'\)", source))
+    (needs[""],) = re.findall(r"serving needs uvicorn: \{install_line\('(\w+)'\)", source)
+    return needs
+
+
+def test_the_check_reads_what_each_option_of_the_serve_command_needs() -> None:
+    assert option_extras() == {"": "serve", "--grpc-port": "grpc", "--metrics-port": "metrics", "--openai": "openai"}
+
+
+@pytest.mark.parametrize("name", WALKED)
+def test_a_walked_page_installs_what_its_serve_commands_need(name: str) -> None:
+    text = (ROOT / "docs" / name).read_text()
+    extras, _ = pip_installed(text)
+    needs = option_extras()
+    commands = [
+        line.split()
+        for block in CODE.finditer(text)
+        if block["kind"] in ("sh", "bash")
+        for line in block["code"].splitlines()
+        if line.startswith("oip-asgi serve")
+    ]
+    assert commands
+    assert {needs[option] for command in commands for option in ["", *command] if option in needs} - extras == set()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", WALKED)
+def test_a_walked_pages_python_imports_only_what_it_installs(name: str) -> None:
+    text = (ROOT / "docs" / name).read_text()
+    _, installed = pip_installed(text)
+    statements = [
+        ast.unparse(node)
+        for block in CODE.finditer(text)
+        if block["kind"] == "python"
+        for node in ast.parse(block["code"]).body
+        if (isinstance(node, ast.Import) and not {alias.name for alias in node.names} & LOCAL)
+        or (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module not in LOCAL)
+    ]
+    assert statements
+    assert failing_imports(statements, installed, [ROOT, ROOT / "adapters"]) == []
+
+
+@pytest.mark.slow
+def test_the_python_backend_pages_pytest_recipe_runs_in_a_clone_with_the_plugins_it_names(tmp_path: Path) -> None:
+    # The recipe saved in a clone runs under the clone's pytest settings (--strict-config): an option of theirs
+    # that a plugin the page does not name brings stops pytest before the test. Only the named plugins load here.
+    text = (ROOT / "docs" / "python-backend.md").read_text()
+    (recipe,) = re.findall(r"<!-- recipe: pytest -->\n```python\n(.*?)```", text, re.DOTALL)
+    (tmp_path / "test_add_sub.py").write_text(recipe)
+    _, installed = pip_installed(re.sub(r"```.*?```", "", text, flags=re.DOTALL))
+    plugins = [
+        entry.module
+        for entry in importlib.metadata.entry_points(group="pytest11")
+        if entry.dist is not None and canonicalize_name(entry.dist.name) in installed
+    ]
+    assert plugins
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(ROOT / "pyproject.toml")]
+    command += [argument for plugin in plugins for argument in ("-p", plugin)]
+    env = {**child_env(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    run = subprocess.run([*command, str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_the_architecture_page_names_every_module_of_the_package() -> None:

@@ -27,7 +27,7 @@ PRINTED = re.search(r"<!-- recipe: curl -->.*?prints\n\n```\n(?P<out>.*?)```", D
 
 
 def test_the_page_has_its_recipes() -> None:
-    assert set(RECIPES) == {"models", "serve", "curl", "start_stream", "cancellation", "lambda-web-adapter"}
+    assert set(RECIPES) == {"install", "models", "serve", "curl", "start_stream", "cancellation", "lambda-web-adapter"}
 
 
 @pytest.fixture(scope="module")

@@ -389,6 +389,10 @@ def test_two_workers_each_load_once_serve_both_and_survive_a_kill(tmp_path: Path
         while len(workers) < 2 and time.monotonic() < deadline:
             workers |= pids(server.address)
         assert len(workers) == 2, workers
+        # Each worker would hold its own shared-memory regions: none offers them, and each says why.
+        assert "system_shared_memory" not in httpx.get(f"http://{server.address}/v2").json()["extensions"]
+        refused = httpx.post(f"http://{server.address}/v2/systemsharedmemory/region/r/register", json={})
+        assert refused.status_code == 501 and "--workers N runs N processes" in refused.json()["error"]
         wait_until(lambda: len(recorded(log, "load")) == 2, "both workers loaded")
         # The parent never imported the module; each worker imported it and loaded its model once.
         assert server.pid not in workers

@@ -376,6 +376,18 @@ def test_a_model_that_raises_is_a_json_500() -> None:
     assert response_json(response)["error"]
 
 
+def test_on_lambda_system_shared_memory_says_there_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "oip")  # as Lambda's runtime sets it
+    handler = oip_asgi_lambda.handler(models)
+    assert "system_shared_memory" not in response_json(handler(http_api_event("GET", "/v2"), CONTEXT))["extensions"]
+    body = json.dumps({"key": "/input_simple", "byte_size": 64}).encode()
+    response = handler(http_api_event("POST", "/v2/systemsharedmemory/region/r/register", body, TEXT), CONTEXT)
+    assert response["statusCode"] == 501
+    assert response_json(response)["error"].startswith(
+        "system shared memory is not available here: AWS Lambda shares no memory with its clients"
+    )
+
+
 @pytest.mark.parametrize("stage", ["prod", "v2"], ids=["stage-prod", "stage-named-like-the-prefix"])
 def test_http_api_named_stage_prefix(handler: oip_asgi_lambda.OIPHandler, stage: str) -> None:
     event = http_api_event("GET", "/v2/models/simple", stage=stage)

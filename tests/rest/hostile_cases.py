@@ -67,6 +67,7 @@ VALID_REQUEST = {
     ]
 }
 VALID_SUM = [4, 6]
+_SHM = {"shared_memory_region": "nowhere", "shared_memory_byte_size": 8}
 
 
 @dataclass(frozen=True)
@@ -571,6 +572,50 @@ CASES: list[Case] = [
         Case("infer-decoupled", "/infer on a decoupled model", 501,
              "HTTP end point doesn't support models with decoupled transaction policy", body=_VALID_JSON,
              path="/v2/models/mock_llm/infer"),
+    ),
+    *_section(
+        "System shared memory (docs/shared-memory.md): tensors in regions, and their register, in Triton's words",
+        _json_case("shm-unknown-region", "an input in a region never registered", 404,
+                   "Unable to find shared memory region: 'nowhere'",
+                   {**_tensor("a", "INT32", [2]), "parameters": _SHM}, _tensor("b", "INT32", [2], [3, 4]),
+                   path=VALID_PATH),
+        _json_case("shm-data-and-region", "an input with data and a region", 400,
+                   "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+                   "'shared_memory_region' in 'parameters'. But set 'data' 'shared_memory_region'",
+                   {**_tensor("a", "INT32", [2], [1, 2]), "parameters": _SHM}, _tensor("b", "INT32", [2], [3, 4]),
+                   path=VALID_PATH),
+        _json_case("shm-no-byte-size", "a region without its byte size", 400,
+                   "'shared_memory_byte_size' must be specified with 'shared_memory_region' parameter for tensor 'a'",
+                   {**_tensor("a", "INT32", [2]), "parameters": {"shared_memory_region": "nowhere"}},
+                   _tensor("b", "INT32", [2], [3, 4]), path=VALID_PATH),
+        _json_case("shm-region-not-a-string", "a number for the region", 400,
+                   "Expected `str | null`, got `int` - at `$.inputs[0].parameters.shared_memory_region`",
+                   {**_tensor("a", "INT32", [2]), "parameters": {**_SHM, "shared_memory_region": 7}},
+                   _tensor("b", "INT32", [2], [3, 4]), path=VALID_PATH),
+        _json_case("shm-output-classification", "an output in a region, as classes", 400,
+                   "Output can't set both 'shared_memory_region' and 'classification'",
+                   _tensor("a", "INT32", [2], [1, 2]), _tensor("b", "INT32", [2], [3, 4]), path=VALID_PATH,
+                   extra={"outputs": [{"name": "sum", "parameters": {**_SHM, "classification": 1}}]}),
+        Case("shm-key-with-a-path", "a register whose key is a path", 400,
+             "failed to register shared memory region 'r': invalid args: key '/../../etc/passwd' names no POSIX "
+             "shared-memory object", body=_json({"key": "/../../etc/passwd", "byte_size": 8}),
+             path="/v2/systemsharedmemory/region/r/register"),
+        Case("shm-no-such-object", "a register of a key no object has", 400,
+             "Unable to open shared memory region: '/oip_never_made'",
+             body=_json({"key": "/oip_never_made", "byte_size": 8}), path="/v2/systemsharedmemory/region/r/register"),
+        Case("shm-register-no-key", "a register without its key", 400,
+             "Shared memory register request has no 'key' field", body=_json({"byte_size": 8}),
+             path="/v2/systemsharedmemory/region/r/register"),
+        Case("shm-register-no-name", "a register without a region name", 400,
+             "'region name' is necessary to register system shared memory region",
+             body=_json({"key": "/k", "byte_size": 8}), path="/v2/systemsharedmemory/register"),
+        Case("shm-status-unknown", "the status of a region never registered", 404,
+             "Unable to find system shared memory region: 'nowhere'", method="GET",
+             path="/v2/systemsharedmemory/region/nowhere/status"),
+        Case("shm-cuda-register", "a CUDA region's register", 501,
+             "this server does not offer Triton's CUDA shared memory extension",
+             body=_json({"raw_handle": {"b64": ""}, "device_id": 0, "byte_size": 8}),
+             path="/v2/cudasharedmemory/region/r/register"),
     ),
     *_over_both_wires(),
 ]  # fmt: skip

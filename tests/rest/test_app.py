@@ -41,7 +41,8 @@ async def test_protocol_endpoints_at_v2() -> None:
             response = await http.get(path)
             assert response.status_code == 200
             extensions = [
-                "binary_tensor_data", "classification", "logging", "model_configuration", "statistics", "trace"
+                "binary_tensor_data", "classification", "logging", "model_configuration", "statistics",
+                "system_shared_memory", "trace",
             ]  # fmt: skip
             assert response.json()["extensions"] == extensions
         assert (await http.get("/v2/health/live")).json() == {"live": True}

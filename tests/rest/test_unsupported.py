@@ -1,5 +1,6 @@
-"""Triton's extensions this server does not offer (shared memory) say so on both wires, with what to do
-instead: Triton's UNSUPPORTED, HTTP 501 and gRPC UNIMPLEMENTED (issue 30). The trace and log settings are
+"""Triton's extensions this server does not offer (registering CUDA shared memory) say so on both wires, with what
+to do instead: Triton's UNSUPPORTED, HTTP 501 and gRPC UNIMPLEMENTED (issue 30). CUDA shared memory's status and
+unregister answer as a Triton without GPUs does (tests/rest/test_shared_memory.py); the trace and log settings are
 served since issue 39 (tests/core/test_trace_settings.py, tests/core/test_log_settings.py)."""
 
 from __future__ import annotations
@@ -17,17 +18,11 @@ from tests.support.grpc import grpc_server
 
 # Triton's paths of each (its clients' calls, as tritonclient.http sends them), and what the answer must name.
 PATHS = [
-    ("GET", "/v2/systemsharedmemory/status", "system shared memory"),
-    ("GET", "/v2/systemsharedmemory/region/input0/status", "system shared memory"),
-    ("POST", "/v2/systemsharedmemory/region/input0/register", "system shared memory"),
-    ("POST", "/v2/systemsharedmemory/unregister", "system shared memory"),
-    ("GET", "/v2/cudasharedmemory/status", "CUDA shared memory"),
-    ("POST", "/v2/cudasharedmemory/region/output0/unregister", "CUDA shared memory"),
+    ("POST", "/v2/cudasharedmemory/region/output0/register", "CUDA shared memory"),
 ]
 # What each tells a client to do instead.
 INSTEAD = {
-    "system shared memory": "set_data_from_numpy(array, binary_data=True)",
-    "CUDA shared memory": "set_data_from_numpy(array, binary_data=True)",
+    "CUDA shared memory": "use system shared memory (tritonclient.utils.shared_memory",
 }
 
 
@@ -56,15 +51,12 @@ def test_rest_another_method_on_such_a_path_is_405() -> None:
 
 def test_rest_such_paths_are_behind_their_restricted_group() -> None:
     app = oip_app(models, restricted_apis=["shared-memory:admin-key=k"])
-    assert request(app, "GET", "/cudasharedmemory/status").status_code == 403
-    assert request(app, "GET", "/cudasharedmemory/status", {"admin-key": "k"}).status_code == 501
+    assert request(app, "GET", "/cudasharedmemory/register").status_code == 403
+    assert request(app, "GET", "/cudasharedmemory/register", {"admin-key": "k"}).status_code == 501
 
 
 def test_grpc_answers_triton_s_rpcs_unimplemented_saying_what_instead() -> None:
-    assert set(UNOFFERED) == {
-        "SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
-        "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
-    }  # fmt: skip
+    assert set(UNOFFERED) == {"CudaSharedMemoryRegister"}
     with grpc_server(oip_app(models)) as address, grpc.insecure_channel(address) as channel:
         for name, (group, _) in UNOFFERED.items():
             with pytest.raises(grpc.RpcError) as refused:
@@ -82,7 +74,7 @@ def test_grpc_answers_triton_s_rpcs_unimplemented_saying_what_instead() -> None:
 def test_grpc_such_rpcs_are_behind_their_restricted_group() -> None:
     with grpc_server(oip_app(models), restricted_protocols=["shared-memory:k=v"]) as address:
         with grpc.insecure_channel(address) as channel:
-            call = channel.unary_unary(f"/{SERVICE}/CudaSharedMemoryStatus")
+            call = channel.unary_unary(f"/{SERVICE}/CudaSharedMemoryRegister")
             with pytest.raises(grpc.RpcError) as refused:
                 call(b"", timeout=10)
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -93,7 +85,7 @@ def test_grpc_such_rpcs_are_behind_their_restricted_group() -> None:
 
 @pytest.mark.slow
 def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None:
-    """tritonclient's shared-memory calls, over both wires, against `oip-asgi serve --http-port`."""
+    """tritonclient's CUDA shared-memory register, over both wires, against `oip-asgi serve --http-port`."""
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
@@ -107,10 +99,9 @@ def test_tritonclients_own_calls_get_the_answer_from_the_serve_command() -> None
         rpc = grpcclient.InferenceServerClient(f"{HOST}:{grpc_port}")
         try:
             calls = {
-                "system shared memory": [http.get_system_shared_memory_status, rpc.get_system_shared_memory_status],
                 "CUDA shared memory": [
-                    lambda: http.unregister_cuda_shared_memory("r"),
-                    rpc.get_cuda_shared_memory_status,
+                    lambda: http.register_cuda_shared_memory("r", "AAAA", 0, 8),
+                    lambda: rpc.register_cuda_shared_memory("r", b"\0" * 64, 0, 8),
                 ],
             }
             for what, clients in calls.items():

@@ -35,6 +35,12 @@ SETTINGS_ENV = "OIP_ASGI_SERVE_SETTINGS"
 WORKER_APP = "oip_asgi._hosts.cli:worker_app"
 
 
+WORKERS_SHARE_NO_REGIONS = (
+    "oip-asgi serve --workers N runs N processes, each of which would hold regions of its own, and a client's "
+    "register would reach one of them at random: serve with one worker (as Triton serves from one process)"
+)
+
+
 def worker_app() -> Served:
     """uvicorn's app factory in each worker process: it imports MODULE:ATTR itself."""
     from . import timeouts  # uvicorn's protocols: imported where uvicorn is known to be installed
@@ -57,6 +63,8 @@ def worker_app() -> Served:
     except TargetError as exc:
         _error(str(exc))
         sys.exit(STARTUP_FAILURE)  # uvicorn's supervisor stops the other workers, and does not restart
+    # Each worker would hold its own regions, and a client's register reach one of them at random.
+    app.core.offer_no_shared_memory(WORKERS_SHARE_NO_REGIONS)
     metrics = settings["metrics"]
     return Served(
         app,
