@@ -15,7 +15,8 @@ the start-up (and the imports). The cases:
   `G1codec`: the same tensor in a ModelInferRequest's raw_input_contents through the gRPC codec alone (parsed,
   decoded, the identity's outputs built, encoded and serialized: what ModelInfer adds around the core);
 - `W10grpc`, `W10grpc-floor`: W10's gRPC stream, per frame of one ModelStreamInfer call;
-- `import-floor`, `import-ours`, `import-serve`: what a process imports before it serves (W5);
+- `import-floor`, `import-ours`, `import-serve`: what a process imports before it serves (W5); `start-serve`:
+  those imports and the serve command's app of a plain model built and loaded;
 - `W1s`: the same body to the sync identity, through the app on a uvloop loop (`w9_inprocess`'s
   requester), the model on oip-asgi's worker thread: what any sync model's request costs;
 - `W9s1`, `W9x1`, `W9o1`: W9's [1,100] request to each model file through the app on a uvloop loop,
@@ -52,6 +53,9 @@ IMPORTS = {
     "import-floor": "import msgspec, numpy, starlette",
     "import-ours": "import oip_asgi",
     "import-serve": "import oip_asgi._hosts.cli.command",
+    # The serve command's app for a plain model built and its models loaded: what start-up imports beyond them.
+    "start-serve": "import asyncio, oip_asgi._hosts.cli.command as c, oip_asgi as o; "
+    "asyncio.run(c.Served(o.oip_app({'m': lambda x: x})).app.load())",
 }
 # W1's request to each app, in-process and (`-server`) through uvicorn's protocol: the floor's, ours as the
 # serve command serves it, mounted in Starlette, mounted under a host's middleware, and in front of it.
