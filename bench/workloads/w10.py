@@ -10,6 +10,7 @@ one BYTES [1] output `text_output` holding b"token" (apps/_w10.py). Each server 
 |---|---|---|
 | floor | bare Starlette `StreamingResponse` of prepared SSE events | bare grpc.aio stream of prepared messages |
 | ours | `POST /v2/models/tokens/generate_stream` (SSE), an async generator model | `ModelStreamInfer` |
+| base | ours, served from `--base DIR` (a checkout of another commit), in the same rounds | the same |
 | PyTriton | Triton's `generate_stream` (SSE), a decoupled generator `infer_func` | Triton's `ModelStreamInfer` |
 | MLServer | `generate_stream` (SSE, an Open Inference Protocol request), `predict_stream` | `ModelStreamInfer` |
 | LitServe | `POST /predict`, `stream=True`: one JSON line per token, chunked | - |
@@ -43,6 +44,7 @@ OURS = servers.Peer(envs.OURS_GRPC_ENV, envs.OURS_GRPC_REQUIREMENTS, "ours_w10_a
 PEERS = {
     "floor": dataclasses.replace(OURS, app="floor_w10_app.py"),
     "ours": OURS,
+    "base": OURS,  # ours at another commit (--base DIR, a checkout of it), in the same rounds
     "pytriton": dataclasses.replace(servers.PEERS["pytriton"], app="pytriton_w10_app.py", ready=READY),
     "mlserver": dataclasses.replace(servers.PEERS["mlserver"], app="mlserver_w10_app.py", ready=READY),
     "litserve": servers.Peer("litserve", envs.LITSERVE_REQUIREMENTS, "litserve_w10_app.py", ready=("/health",)),
@@ -50,6 +52,7 @@ PEERS = {
 WIRES = {  # server -> wire -> what the load generator posts and how it cuts frames
     "floor": {"rest": GENERATE, "grpc": GRPC},
     "ours": {"rest": GENERATE, "grpc": GRPC},
+    "base": {"rest": GENERATE, "grpc": GRPC},
     "pytriton": {"rest": GENERATE, "grpc": GRPC},
     # MLServer 1.7 writes bare ModelInferResponse messages on ModelStreamInfer, not ModelStreamInferResponse.
     "mlserver": {"rest": {**GENERATE, "body": "v2"}, "grpc": {"message": "infer"}},
@@ -61,7 +64,8 @@ METRICS = streaming.metrics("fps", "frame", "response", "one stream at a time")
 def measure_server(name: str, wire: str, python: Path, args: Any, run: Run, round_index: int) -> None:
     """A fresh server per wire: streams cut at the end of a window may keep a server busy long after (PyTriton
     finishes every token of a stream whose client has gone), which must not fall into the other wire's runs."""
-    env = servers.environment(PEERS[name], python, args.ours_source if name == "ours" else None)
+    source = {"ours": args.ours_source, "base": args.base}.get(name)
+    env = servers.environment(PEERS[name], python, source)
     log = args.results / "raw" / "logs" / f"{name}.log"
     series = f"{name}.{wire}"
     try:
@@ -106,6 +110,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--ttft-tokens", type=int, default=16, help="frames per stream of the TTFT probe")
     parser.add_argument("--ttft-repeat", type=int, help="streams in the TTFT probe (default 50, quick 10)")
     parser.add_argument("--ours-source", type=Path, help="serve ours from this checkout (e.g. another branch's)")
+    parser.add_argument("--base", type=Path, help="serve 'base' from this checkout (another commit), beside ours")
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results" / "w10")
     args = parser.parse_args(argv)
     rounds.defaults(args, 5, 3.0, 1.0, 0.5)
@@ -113,7 +118,9 @@ def main(argv: list[str]) -> None:
     args.wires = args.wires.split(",")
     if args.ours_source is not None:
         args.ours_source = args.ours_source.resolve()  # ahead of the environment's editable install
-    names = [name for name in PEERS if name in args.servers.split(",")]
+    if args.base is not None:
+        args.base = args.base.resolve()
+    names = [name for name in PEERS if name in args.servers.split(",") and (name != "base" or args.base is not None)]
     series = [f"{name}.{wire}" for wire in args.wires for name in names if wire in WIRES[name]]
     run = Run()
 

@@ -14,11 +14,19 @@ Three servers, each given a one-model repository holding add_sub's config.pbtxt:
 - triton: the shim's very folder, served by `tritonserver --model-repository --backend-directory` (the Triton 2.51
   and Python backend that nvidia-pytriton 0.7.0 ships).
 
+- base (with --base DIR, a checkout of another commit: git worktree add --detach DIR REF): the shim's very
+  repository, served by that commit's oip-asgi, in the same rounds: a change measured against the code before it.
+
+The repository of shim, base and triton also holds `tokens` (issue 37), a decoupled model with an `async def
+execute` answering through its response sender: one `text_output` response per request (`max_tokens` 1).
+
 Per server and round: start to ready (process start to /v2/health/ready answering 200), then over REST (wrk,
 one JSON body) and gRPC (bench/loadgen/grpc_unary.py, one serialized ModelInferRequest) at c=1 and c=16: requests/s
 and server CPU per request (utime + stime of the server's process tree, Triton's stub process included, over the
-timed window). The server is pinned to core 0 and the load generator to core 1; each answer is checked with
-tritonclient first. Rounds interleave the servers; ratios are paired by round, their median reported.
+timed window); and `tokens` over gRPC ModelStreamInfer (bench/loadgen/streams.py, 16 streams of one request each
+in flight at once): responses/s and server CPU per response. The server is pinned to core 0 and the load
+generator to core 1; each answer is checked with tritonclient first. Rounds interleave the servers; ratios are
+paired by round, their median reported.
 """
 
 from __future__ import annotations
@@ -36,7 +44,33 @@ from typing import Any
 from harness import envs, loads, procs, report, rounds, servers
 from harness.rounds import Run
 
-SERVERS = ("shim", "native", "triton")
+SERVERS = ("shim", "native", "triton", "base")
+DECOUPLED = ("shim", "triton", "base")  # the servers of the repository that holds `tokens`
+DECOUPLED_CONFIG = """name: "tokens"
+backend: "python"
+model_transaction_policy { decoupled: true }
+input [{ name: "text_input", data_type: TYPE_STRING, dims: [1] },
+       { name: "max_tokens", data_type: TYPE_INT32, dims: [1] }]
+output [{ name: "text_output", data_type: TYPE_STRING, dims: [1] }]
+"""
+DECOUPLED_MODEL = '''"""A decoupled model with an async execute: max_tokens responses through each request's sender."""
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+TOKEN = np.array([b"token"], dtype=np.object_)
+
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            count = int(pb_utils.get_input_tensor_by_name(request, "max_tokens").as_numpy()[0])
+            for index in range(count):
+                response = pb_utils.InferenceResponse([pb_utils.Tensor("text_output", TOKEN)])
+                sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if index == count - 1 else 0)
+        return None
+'''
 WIRES = ("rest", "grpc")
 CONCURRENCY = (1, 16)
 EXAMPLE = envs.ROOT / "examples" / "python_backend" / "models" / "add_sub"
@@ -66,11 +100,14 @@ def repositories(root: Path) -> dict[str, Path]:
     """The one-model repositories: add_sub as Triton ships it (shim, triton) and in our own form (native)."""
     shim = root / "shim"
     shutil.copytree(EXAMPLE, shim / "add_sub")
+    (shim / "tokens" / "1").mkdir(parents=True)
+    (shim / "tokens" / "config.pbtxt").write_text(DECOUPLED_CONFIG)
+    (shim / "tokens" / "1" / "model.py").write_text(DECOUPLED_MODEL)
     native = root / "native" / "add_sub"
     (native / "1").mkdir(parents=True)
     shutil.copy(EXAMPLE / "config.pbtxt", native / "config.pbtxt")
     (native / "1" / "model.py").write_text(NATIVE_MODEL)
-    return {"shim": shim, "native": root / "native", "triton": shim}
+    return {"shim": shim, "native": root / "native", "triton": shim, "base": shim}
 
 
 def triton_backends(python: Path) -> tuple[Path, Path, dict[str, str]]:
@@ -136,7 +173,7 @@ def check(http_port: int, grpc_port: int) -> None:
 
 
 def make_server(
-    name: str, repository: Path, log: Path, triton: tuple[Path, Path, dict[str, str]] | None
+    name: str, repository: Path, log: Path, triton: tuple[Path, Path, dict[str, str]] | None, base: Path | None = None
 ) -> procs.Server:
     ports = {"--port": procs.free_port(), "--grpc-port": procs.free_port()}
     if name == "triton":
@@ -153,7 +190,8 @@ def make_server(
             "--port", str(ports["--port"]), "--grpc-port", str(ports["--grpc-port"]),
             "--no-access-log", "--log-level", "warning",
         ]  # fmt: skip
-        env = {"PYTHONPATH": os.pathsep.join([str(envs.ROOT), str(envs.ROOT / "adapters")])}
+        source = base if name == "base" and base is not None else envs.ROOT  # base: that checkout's oip_asgi
+        env = {"PYTHONPATH": os.pathsep.join([str(source), str(source / "adapters")])}
     return procs.Server(name, command, ports["--port"], log, env, ports=ports)
 
 
@@ -182,8 +220,22 @@ def measure(name: str, server: procs.Server, args: Any, bodies: dict[str, Path],
                 raise RuntimeError(f"{wire} c={c}: {errors} errors")
             run.add(name, f"{wire}.rps_c{c}", requests / seconds, round_index)
             run.add(name, f"{wire}.cpu_us_c{c}", cpu / max(requests, 1) * 1e6, round_index)
+    if name in DECOUPLED:
+        target = json.dumps(
+            {"address": f"127.0.0.1:{server.ports['--grpc-port']}", "wire": "grpc", "message": "stream"}
+        )
+        pids = ",".join(str(pid) for pid in server.tree())
+        answer = loads.loadgen(
+            Path(sys.executable), "streams.py", "load", target, "-n", "1", "-c", str(STREAMS), "-s", str(args.seconds),
+            "--warmup", str(args.warmup), "--pids", pids, env={"PYTHONPATH": str(envs.ROOT)},
+        )  # fmt: skip
+        if answer["errors"] or not answer["frames"]:
+            raise RuntimeError(f"tokens over gRPC streams: {answer['errors']} errors, first {answer['first_error']}")
+        run.add(name, f"stream.rps_c{STREAMS}", answer["rate"], round_index)
+        run.add(name, f"stream.cpu_us_c{STREAMS}", answer["cpu_us_per_frame"], round_index)
 
 
+STREAMS = 16  # requests of the decoupled model in flight at once, each on a stream of its own
 # label -> (ours, theirs, metric, the bar and which side of it is met)
 RATIOS = {
     **{f"{wire}: shim / native CPU per request (c={c})": ("shim", "native", f"{wire}.cpu_us_c{c}", 1.2, "lower")
@@ -191,11 +243,22 @@ RATIOS = {
     **{f"{wire}: shim / Triton req/s (c={c})": ("shim", "triton", f"{wire}.rps_c{c}", 2.0, "higher")
        for wire in WIRES for c in CONCURRENCY},
     "start to ready: shim / Triton": ("shim", "triton", "ready_s", 1 / 3, "lower"),
+    # Issue 37: the decoupled async model against Triton's Python backend, and the shim against the code before.
+    f"decoupled async on gRPC streams: shim / Triton responses/s (c={STREAMS})":
+        ("shim", "triton", f"stream.rps_c{STREAMS}", 1.0, "higher"),
+    f"decoupled async on gRPC streams: shim / Triton CPU per response (c={STREAMS})":
+        ("shim", "triton", f"stream.cpu_us_c{STREAMS}", 1.0, "lower"),
+    **{f"{wire}: shim / base req/s (c={c})": ("shim", "base", f"{wire}.rps_c{c}", 0.95, "higher")
+       for wire in WIRES for c in CONCURRENCY},
+    **{f"{wire}: shim / base CPU per request (c={c})": ("shim", "base", f"{wire}.cpu_us_c{c}", 1.05, "lower")
+       for wire in WIRES for c in CONCURRENCY},
 }  # fmt: skip
 METRICS = {
     "ready_s": ("start to ready (s)", "lower"),
     **{f"{wire}.{figure}_c{c}": (f"{wire}: {title} (c={c})", better) for wire in WIRES for c in CONCURRENCY
        for figure, title, better in (("rps", "req/s", "higher"), ("cpu_us", "server CPU µs/request", "lower"))},
+    f"stream.rps_c{STREAMS}": (f"decoupled async, gRPC streams: responses/s (c={STREAMS})", "higher"),
+    f"stream.cpu_us_c{STREAMS}": (f"decoupled async, gRPC streams: server CPU µs/response (c={STREAMS})", "lower"),
 }  # fmt: skip
 
 
@@ -212,10 +275,13 @@ def targets(run: Run) -> list[dict[str, Any]]:
 def main(argv: list[str]) -> None:
     parser = rounds.parser("W12", __doc__, SERVERS)
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results" / "w12")
+    parser.add_argument("--base", type=Path, help="serve 'base' from this checkout of oip-asgi (another commit)")
     args = parser.parse_args(argv)
     rounds.defaults(args, 3, 3.0, 1.0, 1.0)
     names = [name for name in args.servers.split(",") if name]
     run = Run()
+    if "base" in names and args.base is None:
+        names.remove("base")  # (only with a checkout to serve it from)
     triton = None
     if "triton" in names:
         problem = envs.ensure_env(TRITON_ENV, TRITON_REQUIREMENTS)
@@ -236,7 +302,8 @@ def main(argv: list[str]) -> None:
             for name in order:
                 log = args.results / "logs" / f"{name}.log"
                 try:
-                    with servers.running(make_server(name, repos[name], log, triton)) as server:
+                    server_of = make_server(name, repos[name], log, triton, args.base and args.base.resolve())
+                    with servers.running(server_of) as server:
                         measure(name, server, args, bodies, run, round_index)
                 except (servers.NotReady, RuntimeError, subprocess.TimeoutExpired) as exc:
                     run.fail(name, "server", str(exc))

@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 
 from .._declarations.errors import BadRequest, ModelError
-from .._declarations.result import Result
+from .._declarations.result import Later, Result
 from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
 
@@ -161,6 +161,8 @@ class Batcher:
                 continue
             if isinstance(outcome, BaseException):
                 member.future.set_exception(outcome)
+            elif isinstance(outcome, Later):  # answered after the call returned (a Triton model's sender)
+                outcome.deliver(member.future)
             else:
                 member.future.set_result(outcome)
 

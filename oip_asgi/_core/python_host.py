@@ -2,9 +2,10 @@
 
 BLS runs a request on a model this server serves, in this process: through `ServerCore.infer`, the
 path every wire's request takes (lookup, readiness, batching, statistics), with an in-process
-exchange in place of a wire. A sync ``exec()`` comes from a worker thread: it hands the request to
-the event loop and waits, and lends its place in the worker pool meanwhile, so that the model it
-calls finds a thread however busy the pool is. Custom metric families are collected on the
+exchange in place of a wire. A sync ``exec()`` comes from a worker thread (or a model instance's own
+loop): it hands the request to the server's event loop and waits, and lends its place in the worker
+pool meanwhile, so that the model it calls finds a thread however busy the pool is; an ``async_exec()``
+from an instance's own loop is run on the server's and awaited there. Custom metric families are collected on the
 server's Prometheus registry, their names and labels as the model wrote them.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import queue
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -86,7 +87,7 @@ class _Exchange:
         return DecodedRequest(inputs, id=bls.id or None, parameters=bls.parameters, outputs=outputs)
 
     def encode(self, reply: Reply) -> BLSResponse:
-        return BLSResponse({output.name: output.array for output in reply.outputs}, reply.parameters)
+        return BLSResponse({output.name: output.array for output in reply.outputs}, reply.parameters, reply.last)
 
     async def send(self, response: BLSResponse) -> None:
         self.result = response
@@ -129,7 +130,7 @@ class TritonHost:
         if loop is None:
             raise RuntimeError(f"{what}: the server has not started serving")
         if _running_loop() is loop:
-            raise RuntimeError(f"{what} would block the event loop: from an async execute, await its async form")
+            raise RuntimeError(f"{what} would block the server's event loop: call it from a model's execute")
         return loop
 
     def _wait(self, what: str, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -145,9 +146,18 @@ class TritonHost:
     # BLS
 
     def infer(self, request: BLSRequest) -> BLSResponse:
-        return self._wait("InferenceRequest.exec()", self.infer_async(request))
+        return self._wait("InferenceRequest.exec()", self._infer(request))
 
     async def infer_async(self, request: BLSRequest) -> BLSResponse:
+        loop = self.loop
+        if loop is None:
+            raise RuntimeError("InferenceRequest.async_exec(): the server has not started serving")
+        if asyncio.get_running_loop() is loop:
+            return await self._infer(request)
+        # From a model instance's own loop: run on the server's, awaited here (a cancelled wait cancels it).
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._infer(request), loop))
+
+    async def _infer(self, request: BLSRequest) -> BLSResponse:
         exchange = _Exchange(request)
         await self.core.infer(request.model, request.version or None, exchange)
         assert exchange.result is not None  # a unary answer is sent, or its failure raised
@@ -161,16 +171,6 @@ class TritonHost:
             return asyncio.run_coroutine_threadsafe(self._streamed(request, items.put), loop)
 
         return _thread_responses(items, start, self.core.pool)
-
-    async def stream_async(self, request: BLSRequest) -> AsyncIterator[BLSResponse]:
-        items: asyncio.Queue[object] = asyncio.Queue()
-        task = asyncio.get_running_loop().create_task(self._streamed(request, items.put_nowait))
-        try:
-            while (response := _response(await items.get())) is not None:
-                yield response
-        finally:
-            if not task.done():
-                task.cancel()
 
     async def _streamed(self, request: BLSRequest, put: Callable[[object], None]) -> None:
         """A decoupled call on the loop: each response `put` as it comes, then its failure if it fails, then END."""

@@ -18,6 +18,7 @@ import msgspec
 
 from .._declarations.datatypes import datatype_of
 from .._declarations.errors import ClientDisconnected, ModelError, OIPError
+from .._declarations.result import Last
 from .inference import OutputTensor, model_outputs
 from .request import DecodedRequest
 from .serving import ServedModel, error_id
@@ -34,12 +35,14 @@ Response = TypeVar("Response")
 
 class Reply(msgspec.Struct, gc=False):
     """What a request's model gave, for the wire to encode as one response: the served model, the
-    request, the outputs (cast and checked) and the response's parameters."""
+    request, the outputs (cast and checked), the response's parameters, and whether the model marked it
+    its request's last (`Last`: a Triton model's response sent with the FINAL flag)."""
 
     model: ServedModel
     request: DecodedRequest
     outputs: list[OutputTensor]
     parameters: dict[str, Any] | None
+    last: bool = False
 
 
 class Exchange(Protocol[Response]):
@@ -148,22 +151,26 @@ class Responder:
         try:
             try:
                 # The model's call inline, not in a helper coroutine: one frame fewer on the hot path.
-                direct = model.direct
-                if direct is not None:  # an async function awaited here, as it is
-                    times.called = True
-                    times.submitted = times.started = now()
-                    model.in_flight += 1
-                    try:
-                        result = await direct(**request.inputs)
-                    except OIPError:
-                        raise  # raised on purpose: the client gets its status and message
-                    except (Exception, SystemExit) as exc:
-                        raise model.failure(exc) from exc
-                    finally:
-                        times.ended = now()
-                        model.in_flight -= 1
-                else:
-                    result = await model(request, times)
+                try:
+                    direct = model.direct
+                    if direct is not None:  # an async function awaited here, as it is
+                        times.called = True
+                        times.submitted = times.started = now()
+                        model.in_flight += 1
+                        try:
+                            result = await direct(**request.inputs)
+                        except OIPError:
+                            raise  # raised on purpose: the client gets its status and message
+                        except (Exception, SystemExit) as exc:
+                            raise model.failure(exc) from exc
+                        finally:
+                            times.ended = now()
+                            model.in_flight -= 1
+                    else:
+                        result = await model(request, times)
+                except asyncio.CancelledError:
+                    request.cancelled = True  # the client left: a model that runs on sees it (is_cancelled())
+                    raise
                 returned = now()
                 times.returned = True
                 try:
@@ -204,7 +211,7 @@ class Responder:
                 exchange = _tapped(exchange, trace)
         request = await exchange.decode(model)
         times.decoded = now()
-        steps = model.stream(request, times)
+        steps = await model.stream(request, times)
         started = False
         try:
             while True:
@@ -221,7 +228,7 @@ class Responder:
                 built = now()
                 try:
                     outputs, parameters = model_outputs(model, request, result)
-                    response = exchange.encode(Reply(model, request, outputs, parameters))
+                    response = exchange.encode(Reply(model, request, outputs, parameters, result.__class__ is Last))
                 except ModelError as error:
                     raise _logged(model, error) from error.__cause__
                 times.output += now() - built
@@ -237,6 +244,7 @@ class Responder:
             model.statistics.failed(times, now())
             raise
         except (ClientDisconnected, asyncio.CancelledError):
+            request.cancelled = True
             model.statistics.cancelled(times, now())  # as Triton counts a request cancelled while it runs
             raise
         finally:

@@ -20,13 +20,14 @@ import anyio.to_thread
 
 from .._declarations.errors import ModelError, ModelNotReady, OIPError
 from .._declarations.model import Model, Outcome, Outputs
+from .._declarations.result import Later
 from .inline import InlineCalls
 from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
 from .workers import Escaped, WorkerPool
 
 if TYPE_CHECKING:
-    from .batching import Batcher
+    from .batching import Batcher, InvokeEach
     from .lanes import Lanes
     from .streaming import Steps
 
@@ -108,13 +109,20 @@ class ServedModel:
                 keyed_by_parameters=model.takes_parameters or model.takes_input_parameters,
                 single_output=model.outputs[0].name,
                 statistics=self.statistics,
-                each=self.invoke_requests if self.takes_requests else None,
+                each=self._each(),
             )
         # An async model of plain inputs, with no batcher, limit or instances between: the answering body awaits
         # its function itself (`Responder.once`), with no coroutine of the core between them.
         plain = not (model.takes_parameters or model.takes_input_parameters or calling.takes_requests)
         direct = model.is_async and plain and self.batcher is None and self._instance_count is None
         self.direct: Callable[..., Any] | None = model.predict if direct and model.max_concurrency is None else None
+
+    def _each(self) -> InvokeEach | None:
+        """How a batch of a model that takes requests goes to it: as a list, each request's outcome back (a
+        decoupled one's: each request's stream of responses)."""
+        if not self.takes_requests:
+            return None
+        return self._open_streams if self.decoupled else self.invoke_requests
 
     def __repr__(self) -> str:
         return f"<ServedModel {self.name!r} version {self.version!r} {self.state}>"
@@ -227,6 +235,8 @@ class ServedModel:
         """One call of the user's function; what it raises, unless an `OIPError`, becomes a logged `ModelError`."""
         if self.takes_requests:
             (outcome,) = await self.invoke_requests([request], call)
+            if isinstance(outcome, Later):  # answered after the call returned (a Triton model's response sender)
+                outcome = await outcome
             if isinstance(outcome, BaseException):
                 raise outcome
             return outcome
@@ -333,20 +343,31 @@ class ServedModel:
             logged=True,
         )
 
-    def stream(self, request: DecodedRequest, times: RequestTimes) -> Steps:
+    async def stream(self, request: DecodedRequest, times: RequestTimes) -> Steps:
         """A decoupled model's generator for `request`, to step through; it counts as one call in flight
-        (against ``max_concurrency``) until `end_stream`."""
+        (against ``max_concurrency``) until `end_stream`. A model that takes requests and batches makes it
+        once its batch runs."""
         limit = self.model.max_concurrency
         if limit is not None and self.in_flight >= limit:
             raise ModelNotReady(f"model '{self.name}' is busy: {limit} requests already in flight, retry later")
         model = self.model
-        plain = not (model.takes_parameters or model.takes_input_parameters)
-        kwargs = request.inputs if plain else arguments(model, request)
         times.called = True
         times.submitted = now()
         try:
-            # Calling a generator function runs none of its body: cheap enough for the event loop.
-            produced = model.predict(request) if self.takes_requests else model.predict(**kwargs)  # type: ignore[call-arg]
+            produced: Any
+            if self.takes_requests:
+                if self.batcher is not None:
+                    produced = await self.batcher.submit(request, times)
+                    if isinstance(produced, BaseException):
+                        raise produced
+                else:
+                    streams: list[Any] = model.predict([request])  # type: ignore[call-arg,assignment]
+                    (produced,) = streams
+            else:
+                plain = not (model.takes_parameters or model.takes_input_parameters)
+                kwargs = request.inputs if plain else arguments(model, request)
+                # Calling a generator function runs none of its body: cheap enough for the event loop.
+                produced = model.predict(**kwargs)
         except OIPError:
             raise
         except Exception as exc:
@@ -363,6 +384,17 @@ class ServedModel:
             )
         self.in_flight += 1
         return steps
+
+    async def _open_streams(self, requests: list[DecodedRequest], call: CallTimes) -> list[Any]:
+        """A decoupled model that takes requests, on a batch of them: each one's stream (or the error)."""
+        call.started = now()
+        try:
+            streams: list[Any] = self.model.predict(requests)  # type: ignore[call-arg,assignment]  # takes requests
+            return streams
+        except (Exception, SystemExit) as exc:
+            return [self.failure(exc)] * len(requests)
+        finally:
+            call.ended = now()
 
     def end_stream(self) -> None:
         self.in_flight -= 1

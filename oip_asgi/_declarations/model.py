@@ -24,7 +24,7 @@ from .checks import (
     takes_argument,
 )
 from .errors import OIPError
-from .result import Result
+from .result import Later, Result
 from .spec import TensorSpec
 from .triton import version_key
 
@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 
 # What a model returns: output names to array-likes, one array-like, or either inside a `Result`.
 Outputs: TypeAlias = "Mapping[str, ArrayLike] | ArrayLike | Result"
-# What a model that takes requests (`Calling.takes_requests`) answers each request with: its outputs or its error.
-Outcome: TypeAlias = "Outputs | OIPError"
+# What a model that takes requests (`Calling.takes_requests`) answers each request with: its outputs or its error,
+# or (a Triton Python model's request answered through its sender after execute returned) either of them later.
+Outcome: TypeAlias = "Outputs | OIPError | Later"
 
 
 class Predict(Protocol):
@@ -111,8 +112,9 @@ class Model:
         check_labels(labels, self.outputs)
         check_batching(max_batch_size, max_batch_delay, self.inputs, self.outputs)
         # A generator function is a decoupled model: each value it yields is one response (docs/streaming.md).
-        self.decoupled = is_generator(predict)
-        check_decoupled(self.decoupled, max_batch_size)
+        # A model that takes requests says so (each request gets its own stream, even out of one batched call).
+        self.decoupled = is_generator(predict) or calling.decoupled
+        check_decoupled(self.decoupled and not calling.takes_requests, max_batch_size)
         self._input_specs = {spec.name: spec for spec in self.inputs or ()}
         self._output_specs = {spec.name: spec for spec in self.outputs or ()}
         self.labels = labels

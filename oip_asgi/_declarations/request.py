@@ -7,6 +7,7 @@ a Triton Python model's ``execute``); the core and the wires import it from ``_c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,7 +30,12 @@ class Held(Protocol):
 
 @dataclass(slots=True)
 class DecodedRequest:
-    """A request's tensors as arrays, its parameters (the request's and each input's), and what to answer."""
+    """A request's tensors as arrays, its parameters (the request's and each input's), and what to answer.
+
+    `cancelled` turns true once its client has left (the core sets it when the request is cancelled, a
+    wire that hears a client leave only by listening sets it once `watch` was called); a model that
+    can tell its request was cancelled (Triton's ``request.is_cancelled()``) reads it.
+    """
 
     inputs: dict[str, np.ndarray]
     id: str | None = None
@@ -37,4 +43,20 @@ class DecodedRequest:
     outputs: list[RequestedOutput] | None = None  # None: every output
     binary_outputs: bool = False  # REST: outputs the request does not list come back binary
     input_parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # each input's, where it has any
+    # The request parameters Triton's frontends act on themselves (sequence_id, priority, timeout, ...),
+    # taken out of `parameters` by the wire: a model never sees them there (`_core/reserved.py`).
+    controls: dict[str, Any] | None = None
+    cancelled: bool = False
+    # Starts listening for the client's leaving, where the wire listens only when asked (REST's unary
+    # requests); called once, with this request, from any thread, by whoever first asks whether it was
+    # cancelled. (Handed the request rather than holding it: no reference cycle to collect per request.)
+    watch: Callable[[DecodedRequest], None] | None = None
     held: Held | None = None  # released by the core once the request is responded to, however it ends
+
+    def is_cancelled(self) -> bool:
+        """Whether the client has left; the first time it is asked, the wire starts listening if it must."""
+        watch = self.watch
+        if watch is not None and not self.cancelled:
+            self.watch = None
+            watch(self)
+        return self.cancelled

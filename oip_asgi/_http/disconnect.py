@@ -1,13 +1,18 @@
 """Hearing the client leave while a streamed answer goes out, cancelling the request it answers, and ending
-that request quietly."""
+that request quietly; and, for a unary request whose model asks (`listen_when_asked`), marking it cancelled."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from starlette.types import Receive
 
+from .._core.request import DecodedRequest
 from .._core.responding import Exchange
 from .._core.server import ServerCore
 from .._declarations.errors import ClientDisconnected, OIPError
@@ -76,3 +81,58 @@ async def answer_streamed(
         await exchange.error(core.client_error(exc, where))
     finally:
         exchange.stop_watching()
+
+
+# How long a model's first ``is_cancelled()`` waits for the server's loop to have looked (only a loop stuck
+# for this long makes it answer before looking).
+FIRST_LOOK = 1.0
+_PATIENCE = 8  # messages after the body before a disconnect, at most
+# Guards each listener's start (held for a flag's read and write): one lock for all, not one allocated a request.
+_STARTING = threading.Lock()
+
+
+class _Listener:
+    """Listens for a unary request's client to leave, from when its model first asks (`DecodedRequest.watch`):
+    a request whose model never asks costs no listening. Its ``http.disconnect`` marks the request cancelled."""
+
+    __slots__ = ("_loop", "_receive", "_started")
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self._loop = asyncio.get_running_loop()
+        self._started = False
+
+    def __call__(self, request: DecodedRequest) -> None:
+        """Start listening, from any thread; off the loop, return once it has looked (a client gone is known)."""
+        with _STARTING:
+            if self._started:
+                return
+            self._started = True
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._loop.create_task(self._listen(request))
+            return
+        with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):  # the loop closed, or is stuck
+            asyncio.run_coroutine_threadsafe(self._first_look(request), self._loop).result(FIRST_LOOK)
+
+    async def _first_look(self, request: DecodedRequest) -> None:
+        asyncio.get_running_loop().create_task(self._listen(request))
+        await asyncio.sleep(0)  # its receive has run once: a client already gone has been heard
+
+    async def _listen(self, request: DecodedRequest) -> None:
+        # After the body, the next message is the client's leaving (or, once the response went, the end); a
+        # host may say the body is over once more first. One that keeps answering otherwise is not listened to.
+        with contextlib.suppress(Exception):
+            for _ in range(_PATIENCE):
+                if (await self._receive())["type"] == "http.disconnect":
+                    request.cancelled = True
+                    return
+
+
+def listen_when_asked(receive: Receive) -> Callable[[DecodedRequest], None]:
+    """The `DecodedRequest.watch` of a request read whole from `receive`: it listens for the client's leaving
+    once first asked."""
+    return _Listener(receive)

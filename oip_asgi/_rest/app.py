@@ -22,6 +22,7 @@ from .._core.unsupported import unsupported
 from .._declarations.errors import BadRequest, NotFound, quoted
 from .._declarations.model import ModelsArgument
 from .._declarations.restricted import RestrictionsArgument, restrictions
+from .._http.disconnect import answer_streamed, listen_when_asked
 from .._http.headers import headers_named
 from .._http.routing import Endpoint, Route, Table, WireApp
 from .body import BodyReader
@@ -295,7 +296,6 @@ class OIPApp(WireApp):
     def _answer_generate(
         self, scope: Scope, receive: Receive, send: Send, match: re.Match[str], *, streaming: bool
     ) -> Awaitable[None]:
-        from .._http.disconnect import answer_streamed
         from .generate_exchange import GenerateExchange
 
         exchange = GenerateExchange(self._json_body(scope, receive), receive, send, streaming=streaming)
@@ -341,7 +341,11 @@ class _RESTExchange:
         header_length = None
         if b"inference-header-content-length" in headers:  # a JSON body has none: no call for it
             header_length = _length_header(headers, b"inference-header-content-length")
-        return read_request(reader, header_length, model, core.shared_memory, max_header_size=self._app.max_json_size)
+        # A request whose model may ask whether its client has left (a Triton model's is_cancelled()).
+        watch = listen_when_asked(self._receive) if model.takes_requests else None
+        return read_request(
+            reader, header_length, model, core.shared_memory, max_header_size=self._app.max_json_size, watch=watch
+        )
 
     # The reply's JSON header and binary parts: `inference_response` itself, no method between.
     encode = staticmethod(inference_response)

@@ -3,7 +3,8 @@
 The request is a JSON object: ``id``, ``parameters`` (an object of parameters), and any other key
 that names one of the model's inputs is that input, given as one value or a flat list (its shape is
 the declared one, its variable dimensions filled as Triton fills them); the keys that name no input
-are parameters. A model with no declared inputs takes every other key as an input. Keys are read in
+are parameters. A key of ``parameters`` that names a declared input is that input too, as Triton maps
+it. A model with no declared inputs takes every other key as an input. Keys are read in
 order and the first mistake is the answer, in Triton's words first where its tests compare them.
 
 The response is a JSON object: ``model_name``, ``model_version``, ``id`` when the request had one,
@@ -75,10 +76,8 @@ def generate_request(body: bytes | bytearray | memoryview, model: ServedModel) -
             if not isinstance(value, _Object):
                 raise BadRequest("Expected JSON object for keyword: 'parameters'")
             for name, item in value:
-                if name in request.parameters:
-                    raise BadRequest(f"Converting keyword: 'parameters': parameter {quoted(name)} already exists")
                 try:
-                    request.parameters[name] = _parameter(name, item)
+                    _member(model, request, name, item)
                 except BadRequest as exc:
                     raise BadRequest(f"Converting keyword: 'parameters': {exc.message}") from None
         elif _is_input(model, key):
@@ -87,6 +86,20 @@ def generate_request(body: bytes | bytearray | memoryview, model: ServedModel) -
             request.parameters[key] = _parameter(key, value)
     _check_count(model, request)
     return request
+
+
+def _member(model: ServedModel, request: DecodedRequest, name: str, value: Any) -> None:
+    """A member of the request's ``"parameters"``: an input where the model declares one of its name (as
+    Triton maps it), else a parameter."""
+    spec = model.input_spec(name)
+    if spec is not None:
+        if name in request.inputs:
+            raise BadRequest(f"input {quoted(name)} already exists in request")
+        request.inputs[name] = _tensor(name, value, spec)
+    elif name in request.parameters:
+        raise BadRequest(f"parameter {quoted(name)} already exists")
+    else:
+        request.parameters[name] = _parameter(name, value)
 
 
 def _is_input(model: ServedModel, key: str) -> bool:

@@ -6,10 +6,13 @@ straight from the body into its own array.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .._core.checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
 from .._core.request import DecodedRequest, RequestedOutput
+from .._core.reserved import rest_parameters
 from .._core.serving import ServedModel
 from .._core.shared_memory import Place, SharedMemory, hold_regions, placement
 from .._core.tensors import array_from_binary
@@ -21,12 +24,20 @@ from .schemas import InferenceRequest, InputParameters, OutputParameters, Reques
 
 
 async def read_request(
-    reader: BodyReader, header_length: int | None, model: ServedModel, memory: SharedMemory, *, max_header_size: int
+    reader: BodyReader,
+    header_length: int | None,
+    model: ServedModel,
+    memory: SharedMemory,
+    *,
+    max_header_size: int,
+    watch: Callable[[DecodedRequest], None] | None = None,
 ) -> DecodedRequest:
     """The request in the body; `header_length` is Inference-Header-Content-Length (None without it); `memory`
-    the shared-memory regions its tensors may name."""
+    the shared-memory regions its tensors may name; `watch` its `DecodedRequest.watch`."""
     if header_length == 0:
-        return await _read_raw_binary(reader, model)
+        raw = await _read_raw_binary(reader, model)
+        raw.watch = watch
+        return raw
     if header_length is None:
         if reader.content_length is not None and reader.content_length > max_header_size:
             raise PayloadTooLarge(
@@ -53,9 +64,9 @@ async def read_request(
         declared = header_length
 
     check_inputs(model, request.inputs)
-    binary_outputs = _binary_outputs(request) if request.parameters else False
     outputs, places_outputs = _requested(request) if request.outputs is not None else (None, False)
-    decoded = DecodedRequest({}, request.id, request.parameters or {}, outputs, binary_outputs)
+    parameters, controls, binary = rest_parameters(request.parameters)  # what Triton's frontend takes, taken
+    decoded = DecodedRequest({}, request.id, parameters, outputs, binary, controls=controls, watch=watch)
     if model.model.takes_input_parameters:
         decoded.input_parameters = input_parameters(header)
     if decoded.outputs is not None:
@@ -177,13 +188,6 @@ def _output_place(output: RequestOutput) -> Place:
     if parameters.binary_data:
         raise BadRequest("Output can't set both 'shared_memory_region' and 'binary_data'")
     return _placed(output.name, parameters)
-
-
-def _binary_outputs(request: InferenceRequest) -> bool:
-    value = (request.parameters or {}).get("binary_data_output", False)
-    if not isinstance(value, bool):
-        raise BadRequest(f"parameter binary_data_output must be a boolean, got {value!r}")
-    return value
 
 
 async def _read_raw_binary(reader: BodyReader, model: ServedModel) -> DecodedRequest:

@@ -7,7 +7,6 @@ is serialized with its raw contents appended straight from the output arrays.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
@@ -17,12 +16,13 @@ from google.protobuf.message import DecodeError, Message
 from .._core.extensions import REGISTRY
 from .._core.load_request import load_arguments
 from .._core.request import DecodedRequest
+from .._core.reserved import grpc_parameters
 from .._core.responding import Reply
 from .._core.server import HasCore, ServerCore, core_of
 from .._core.serving import ServedModel
 from .._core.shared_memory import SharedMemory
 from .._core.unsupported import unsupported
-from .._declarations.errors import GRPC_CODES, BadRequest, ClientDisconnected, NotFound, OIPError, quoted
+from .._declarations.errors import GRPC_CODES, BadRequest, NotFound, OIPError, quoted
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .._protobuf import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
@@ -30,15 +30,16 @@ from ._messages import ModelConfigs, model_metadata_response, server_metadata_re
 from ._response import plain, response_bytes
 from ._settings import log_settings_rpc, trace_setting_rpc
 from ._shared_memory import shared_memory_rpcs
-from ._streams import Outlet, responses
+from ._stream import DEFAULT_FIRST_REQUEST_TIMEOUT, FINAL, Outlet, answer_stream, first_within, stream_end
+
+__all__ = ["DEFAULT_FIRST_REQUEST_TIMEOUT", "SERVICE", "InferenceService", "stream_end"]
+
+_LAST = {FINAL: True}  # a decoupled model's response sent with its final flag, marked so as Triton marks it
 
 SERVICE = "inference.GRPCInferenceService"
-# A stream that sends no request for this long after it opens is ended.
-DEFAULT_FIRST_REQUEST_TIMEOUT = 60.0
 _STREAM_RESPONSE_FIELD = 2  # ModelStreamInferResponse.infer_response
-# Triton's parameters on streamed responses: whether a response is its request's last, and the request's
-# wish for an empty last response from a decoupled model (which otherwise marks its end with nothing).
-FINAL = "triton_final_response"
+# Triton's parameter on streamed requests: the wish for an empty last response from a decoupled model
+# (which otherwise marks its end with nothing). Its responses' FINAL says whether one is its request's last.
 EMPTY_FINAL = "triton_enable_empty_final_response"
 
 # Triton's RPCs of the extensions this server does not offer: each one's group, and its extension's name.
@@ -116,18 +117,10 @@ class _GRPCExchange:
     """
 
     __slots__ = (
-        "_ends",
-        "_head",
-        "_memory",
-        "_outlet",
-        "_raw",
-        "_request",
-        "_stream_field",
-        "_typed",
-        "received",
+        "_ends", "_head", "_last", "_memory", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received",
         "responses",
         "sent",
-    )
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -144,6 +137,7 @@ class _GRPCExchange:
         self._stream_field = None if outlet is None else _STREAM_RESPONSE_FIELD
         self._typed = False
         self._ends: _Ends | None = None  # on a stream, once decoded: how the request's responses end
+        self._last = False  # its model marked a response its last
         self._head: tuple[object, bytes] | None = None  # a response's fields before its outputs, and their parameters
         self.received = received
         self.sent = self.responses = 0
@@ -152,21 +146,32 @@ class _GRPCExchange:
     def endpoint(self) -> str:
         return "ModelInfer RPC" if self._outlet is None else "ModelStreamInfer RPC"
 
+    @property
+    def decoded(self) -> bool:
+        """On a stream: the request was read and checked (a failure from here on is the model's)."""
+        return self._ends is not None
+
     async def decode(self, model: ServedModel) -> DecodedRequest:
         decoded, self._typed = decode_request(self._request, model, self._raw, self._memory)
         asked = decoded.parameters.pop(EMPTY_FINAL, False)  # the stream's to act on, not the model's
         if not isinstance(asked, bool):  # Triton's words
             raise BadRequest(f"invalid value type for '{EMPTY_FINAL}' parameter, expected bool_param.")
+        decoded.parameters, decoded.controls = grpc_parameters(decoded.parameters)  # Triton's frontend's, taken
         if self._outlet is not None:
             # As Triton: a model that answers once marks its one response final; a decoupled model's
-            # responses are not, its end is the empty final response (when asked for) or nothing.
+            # responses are not, its end is the empty final response (when asked for) or nothing. Its
+            # responses go out as they come, the others' in their requests' order.
             self._ends = _Ends({FINAL: not model.decoupled}, model.version, asked)
+            if model.decoupled:
+                self._outlet.unordered()
         return decoded
 
     def encode(self, reply: Reply) -> bytes:
         parameters = reply.parameters
         if self._ends is not None:
             final = self._ends.flag
+            if reply.last:  # sent with its model's final flag: marked final, and no empty final response after it
+                final, self._last = _LAST, True
             parameters = {**parameters, **final} if parameters else final
         if not self._typed and plain(reply.outputs):  # written directly; its head made once while it stays the same
             cached = self._head
@@ -198,27 +203,10 @@ class _GRPCExchange:
 
     async def finish(self) -> None:
         assert self._outlet is not None, "finish before start"
-        if self._ends is not None and self._ends.empty_final:
+        if self._ends is not None and self._ends.empty_final and not self._last:
             end = stream_end(self._request, version=self._ends.version)
             await self._outlet.put_taken(end.SerializeToString())
         self._outlet.end()
-
-
-def stream_end(
-    request: pb.ModelInferRequest, error: str = "", version: str | None = None
-) -> pb.ModelStreamInferResponse:
-    """A request's last response on a stream with no outputs: its empty final response, or its error.
-
-    It carries the request's id and model name, and the version served (the request's, if none was
-    looked up), so that a client matches it to its request.
-    """
-    response = pb.ModelStreamInferResponse(error_message=error)
-    infer_response = response.infer_response
-    infer_response.id = request.id
-    infer_response.model_name = request.model_name
-    infer_response.model_version = request.model_version if version is None else version
-    infer_response.parameters[FINAL].bool_param = True
-    return response
 
 
 class InferenceService:
@@ -267,7 +255,7 @@ class InferenceService:
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, method)) for name, method in unary.items()
         }
-        handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self._stream_call)
+        handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer)
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _unary(
@@ -353,24 +341,18 @@ class InferenceService:
         return log_settings_rpc(request)
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
-        """Triton's streaming extension: each request's responses in order, a failed one in its error_message."""
-        async for message in self._responses(requests, context, None):
-            yield message
-
-    def _responses(
-        self, requests: AsyncIterator[bytes], context: Context, write: Callable[[bytes], Awaitable[None]] | None
-    ) -> AsyncIterator[bytes]:
+        """Triton's streaming extension: each request's responses, a failed one in its error_message (_stream.py)."""
         restriction = self.restrictions.get("inference")
-        check = None if restriction is None else functools.partial(_check, restriction)
-        return responses(requests, context, self._stream_one, write, check, self.stream_first_request_timeout)
-
-    async def _stream_call(self, requests: AsyncIterator[bytes], context: Context) -> None:
-        """ModelStreamInfer as grpcio calls it: each response written by the task of its request."""
-        async for _ in self._responses(requests, context, context.write):
-            pass  # it yields nothing: every response is written
+        if restriction is not None:  # ended before a request is read, as Triton does
+            await _check(restriction, context)
+        if self.stream_first_request_timeout is not None:
+            requests = first_within(requests, self.stream_first_request_timeout, context)
+        async for message in answer_stream(requests, context, self._stream_one):
+            yield message
 
     async def _stream_one(self, body: bytes, outlet: Outlet) -> None:
         request = None
+        exchange = None
         try:
             try:
                 request, raw = parse_request(body)
@@ -378,10 +360,11 @@ class InferenceService:
                 core = self.core
                 await core.infer(request.model_name, request.model_version or None, exchange, core.respond.streaming)
                 return
-            except ClientDisconnected:
-                return  # the call ended under its responses: nobody to answer
             except Exception as exc:
                 error = self.core.client_error(exc, "gRPC ModelStreamInfer")
+            if outlet.error_mode and exchange is not None and exchange.decoded:
+                outlet.end_call(error)  # Triton's error mode: the model's failure ends the call with its status
+                return
             if outlet.ended:  # its responses have ended: the server's log is the only place left for it
                 return
             # Its last response, marked final as Triton marks a failed one; with the request's id, when it parsed.

@@ -5,7 +5,8 @@ must not also say it is not there. This caught docs/grpc.md and docs/model-confi
 the gRPC repository RPCs UNIMPLEMENTED, and docs/benchmarks.md saying perf_analyzer cannot run (issue 30).
 Issue 35's kinds: the extras a page names exist, and the one it says an import needs brings it; where a
 page says a name lives, it is there; Python models' instances; what Triton's BLS clients get; what
-``oip-asgi --help`` says is served; the packages a page's recipes import, installed or named there.
+``oip-asgi --help`` says is served; the packages a page's recipes import, installed or named there. Issue 37's:
+what docs/python-backend.md says of pb_utils is there, and what it says Triton's Python models do, they do.
 """
 
 from __future__ import annotations
@@ -525,3 +526,79 @@ def test_the_architecture_page_names_every_module_of_the_package() -> None:
         if path.name != "__init__.py" and path.name not in generated
     )
     assert modules and [module for module in modules if Path(module).name not in page] == []
+
+
+# Issue 37's kinds: what docs/python-backend.md says is served of pb_utils is there; what it says Triton's Python
+# models do here (their helpers, an async execute's BLS, a decoupled model's overlapping executes) they do; and
+# no page says what it said before (a blocking BLS call refused in an async execute, decoupled executes in turn).
+BACKEND_PAGE = ROOT / "docs" / "python-backend.md"
+
+
+def section(page: Path, title: str) -> str:
+    text = page.read_text()
+    start = text.index(f"## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_every_name_the_python_backend_page_says_is_served_is_pb_utils_or_its_objects() -> None:
+    from oip_asgi._declarations.python_backend import utils as pb_utils
+
+    served = section(BACKEND_PAGE, "What of `pb_utils` is served").split("\n\n")[1]  # the list of names
+    names = {re.match(r"[A-Za-z_][\w.]*", token).group(0) for token in re.findall(r"`([^`]+)`", served)}  # type: ignore[union-attr]
+    owners = [pb_utils, pb_utils.Tensor, pb_utils.InferenceRequest, pb_utils.InferenceResponse, pb_utils.TritonError,
+              pb_utils.InferenceResponseSender, pb_utils.MetricFamily, pb_utils.Metric,
+              pb_utils.ModelConfig]  # fmt: skip
+    # exec(decoupled=True), send(response, flags=...), and the model's own auto_complete_config
+    keywords = {"decoupled", "send", "flags", "auto_complete_config"}
+    missing = sorted(
+        name for name in names if name not in keywords and not any(hasattr(owner, name) for owner in owners)
+    )
+    assert len(names) > 40 and missing == []
+
+
+BLOCKING_BLS_REFUSED = re.compile(r"(?:exec\(\)|BLS).*(?:would (?:stop|block)|raises an error|refus)", re.IGNORECASE)
+IN_TURN = re.compile(r"decoupled.*async.*(?:one at a time|serializ|in turn)|(?:one at a time|serializ).*decoupled")
+
+
+@pytest.mark.anyio
+async def test_what_the_python_backend_page_says_triton_models_do_they_do(tmp_path: Path) -> None:
+    import asyncio
+
+    import httpx
+
+    from tests.support.triton_models import write_repository
+
+    root = write_repository(tmp_path, ["imports_a", "overlap", "double", "count", "count_final", "bls_from_async"])
+    app = oip_app(model_repository=ModelRepository(root))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        await app.load()
+        x = {"inputs": [{"name": "X", "datatype": "INT32", "shape": [1], "data": [2]}]}
+        bls = await client.post("/models/bls_from_async/infer", json=x)  # sync BLS from an async execute
+        one = {"inputs": [{"name": "IN", "datatype": "INT32", "shape": [1], "data": [1]}]}
+        helpers = await client.post("/models/imports_a/infer", json=one)
+        overlapped = await asyncio.gather(
+            *(client.post("/models/overlap/generate", json={"ROUND": 0, "KEY": key}) for key in range(4))
+        )  # each execute waits for all four: run in turn, they would fail
+    module = "oip_asgi_repository.imports_a.1.model_common"
+    loaded = module in sys.modules
+    await app.core.close()
+    assert bls.status_code == 200 and helpers.status_code == 200, (bls.text, helpers.text)
+    assert [answer.status_code for answer in overlapped] == [200] * 4
+    assert loaded and "model_common" not in sys.modules
+    differences = section(BACKEND_PAGE, "Differences that remain")
+    assert "oip_asgi_repository.<model>.<version>.model_common" in differences
+    assert "overlap" in section(BACKEND_PAGE, "Instances")
+    said = [
+        sentence
+        for page in PAGES
+        for sentence in sentences(page)
+        if ("async def execute" in sentence and BLOCKING_BLS_REFUSED.search(sentence)) or IN_TURN.search(sentence)
+    ]
+    assert said == []
+    # What the check is for: the sentence the page had.
+    old = (
+        "Inside an `async def execute`, use the async forms (`await request.async_exec()`): a blocking `exec()` "
+        "there would stop the event loop every other request runs on, so it raises an error saying so."
+    )
+    assert BLOCKING_BLS_REFUSED.search(old)

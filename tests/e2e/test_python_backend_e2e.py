@@ -5,6 +5,7 @@ instance groups (one execute at a time per instance)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import json
 import queue
@@ -61,6 +62,10 @@ class TritonPythonModel:
     def finalize(self):
         (self.folder / f"final.{self.name}").write_text("")
 """
+# The same, with an async execute that is not decoupled: it runs on its instance's loop, one at a time all the same.
+GATE_ASYNC = GATE.replace("    def execute(self, requests):", "    async def execute(self, requests):").replace(
+    "            time.sleep(0.005)", "            await __import__('asyncio').sleep(0.005)"
+)
 
 ADDER_IO = (
     'input [{ name: "A", data_type: TYPE_INT32, dims: [2] }, { name: "B", data_type: TYPE_INT32, dims: [2] }]\n'
@@ -255,6 +260,7 @@ class TritonPythonModel:
 """,
     ),
     "single": ('backend: "python"\n' + GATE_IO, GATE),  # no instance_group: one instance, as in Triton
+    "single_async": ('backend: "python"\n' + GATE_IO, GATE_ASYNC),
     "pair": (  # two groups, one of them KIND_GPU: two instances here, both on the CPU
         'backend: "python"\n' + GATE_IO + "instance_group [{ kind: KIND_CPU }, "
         '{ name: "gpus", kind: KIND_GPU, count: 1, gpus: [0] }]\n',
@@ -457,10 +463,23 @@ def _wait_for(path: Path, timeout: float = 10) -> bool:
     return path.exists()
 
 
-def _gated(server: tuple[Server, int, int], model: str, keys: list[int]) -> list[Any]:
-    """Send one request per key to a gated model at once; its pending results."""
-    client = httpclient.InferenceServerClient(server[0].address, concurrency=len(keys))
-    return [client.async_infer(model, _inputs(httpclient, IN=np.array([key], np.int32))) for key in keys]
+def _gated(server: tuple[Server, int, int], model: str, keys: list[int]) -> list[concurrent.futures.Future[Any]]:
+    """Send one request per key to a gated model at once, each from a thread and client of its own; its pending
+    results. (Not one client's ``async_infer``: its gevent greenlets send only when the test's thread yields to
+    them, which a test that waits with ``time.sleep`` may not do before it looks for the second request.)"""
+
+    def infer(key: int) -> Any:
+        client = httpclient.InferenceServerClient(server[0].address, network_timeout=HANG)
+        try:
+            return client.infer(model, _inputs(httpclient, IN=np.array([key], np.int32)))
+        finally:
+            client.close()
+
+    pool = concurrent.futures.ThreadPoolExecutor(len(keys))
+    try:
+        return [pool.submit(infer, key) for key in keys]
+    finally:
+        pool.shutdown(wait=False)
 
 
 def test_two_instances_each_initialized_run_two_executes_at_once_and_are_finalized(
@@ -474,17 +493,18 @@ def test_two_instances_each_initialized_run_two_executes_at_once_and_are_finaliz
     assert {written(folder / f"entered.{key}", "a request entered execute") for key in (1, 2)} == {"gpus_0", "pair_0_0"}
     for key in (1, 2):
         (folder / f"go.{key}").write_text("")
-    assert sorted(int(result.get_result().as_numpy("SEEN")[0]) for result in pending) == [1, 2]
+    assert sorted(int(result.result(HANG).as_numpy("SEEN")[0]) for result in pending) == [1, 2]
     config = httpclient.InferenceServerClient(server[0].address).get_model_config("pair")
     assert [(group["name"], group["count"]) for group in config["instance_group"]] == [("pair_0", 1), ("gpus", 1)]
     grpcclient.InferenceServerClient(f"127.0.0.1:{server[1]}").unload_model("pair")
     assert sorted(path.name for path in folder.glob("final.*")) == ["final.gpus_0", "final.pair_0_0"]
 
 
-def test_one_instance_runs_one_execute_at_a_time(server: tuple[Server, int, int], root: Path) -> None:
-    folder = root / "single"
-    assert sorted(path.name for path in folder.glob("init.*")) == ["init.single_0_0"]
-    pending = _gated(server, "single", [3, 4])
+@pytest.mark.parametrize("model", ["single", "single_async"])
+def test_one_instance_runs_one_execute_at_a_time(server: tuple[Server, int, int], root: Path, model: str) -> None:
+    folder = root / model
+    assert sorted(path.name for path in folder.glob("init.*")) == [f"init.{model}_0_0"]
+    pending = _gated(server, model, [3, 4])
     wait_until(lambda: any(folder.glob("entered.*")), "a request entered execute")
     (first,) = [int(path.suffix[1:]) for path in folder.glob("entered.*")]
     second = 7 - first
@@ -493,5 +513,5 @@ def test_one_instance_runs_one_execute_at_a_time(server: tuple[Server, int, int]
     # two-instance test above shows it entering at once).
     assert not _wait_for(folder / f"entered.{second}", timeout=0.5)
     (folder / f"go.{first}").write_text("")
-    assert [int(result.get_result().as_numpy("SEEN")[0]) for result in pending] == [1, 1]
-    assert written(folder / f"entered.{second}") == "single_0_0"
+    assert [int(result.result(HANG).as_numpy("SEEN")[0]) for result in pending] == [1, 1]
+    assert written(folder / f"entered.{second}") == f"{model}_0_0"

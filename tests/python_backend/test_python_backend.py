@@ -89,22 +89,6 @@ def test_triton_codes_become_tritons_statuses(code: int | None, status: int, grp
     assert (error.status_code, error.grpc_code, error.message) == (status, grpc_code, "why")
 
 
-def test_a_sender_takes_nothing_after_its_final_response() -> None:
-    sent: list[tuple[object, bool]] = []
-
-    def sink(response: object, final: bool) -> None:
-        sent.append((response, final))
-
-    sender = pb_utils.InferenceResponseSender(sink)
-    with pytest.raises(pb_utils.TritonModelException, match="must set TRITONSERVER_RESPONSE_COMPLETE_FINAL"):
-        sender.send()
-    sender.send(pb_utils.InferenceResponse())
-    sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-    with pytest.raises(pb_utils.TritonModelException, match="already sent its final response"):
-        sender.send(pb_utils.InferenceResponse())
-    assert [final for _, final in sent] == [False, True]
-
-
 def test_server_calls_outside_a_model_name_the_problem(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host, "_live", weakref.WeakSet())  # no server of another test counts
     with pytest.raises(RuntimeError, match="pb_utils.load_model needs the server that serves the calling model"):

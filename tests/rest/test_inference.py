@@ -569,7 +569,7 @@ async def test_bad_binary_tensors() -> None:
         ),
         (
             json.dumps({"inputs": [], "parameters": {"binary_data_output": 1}}).encode(),
-            "binary_data_output must be a boolean",
+            "Unable to parse 'binary_data_output'",
         ),
     ],
     ids=[

@@ -3,7 +3,8 @@ responses; a failure comes back in a response carrying it, never raised, as Trit
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+from collections.abc import Iterator
 
 from ..errors import OIPError
 from .errors import TritonError, code_of
@@ -30,64 +31,57 @@ def final() -> InferenceResponse:
 
 
 class Responses:
-    """A decoupled BLS call's responses as they come; an error ends it with a response that carries it."""
+    """A decoupled BLS call's responses as they come (Triton's response iterator): ``next()`` and ``for``
+    wait for each on the calling thread; ``async for`` awaits each. An error ends it with a response that
+    carries it; as in Triton, a stream its model ended with the final flag alone ends with an empty response."""
 
     def __init__(self, results: Iterator[BLSResponse]) -> None:
         self._results = results
         self._done = False
+        self._first: InferenceResponse | None = None  # taken by `arrived`, given first
 
     def __iter__(self) -> Responses:
         return self
 
     def __next__(self) -> InferenceResponse:
+        first, self._first = self._first, None
+        if first is not None:
+            return first
         if self._done:
             raise StopIteration
         try:
-            return response_of(next(self._results))
-        except StopIteration:
+            result = next(self._results)
+        except StopIteration:  # the stream ended with the final flag alone: Triton's empty last response
             self._done = True
             return final()
         except Exception as exc:
             self._done = True
             return failed(exc)
+        if result.last:  # sent with the final flag: the last response, as Triton's iterator ends
+            self._done = True
+            for _ in self._results:  # (its end, which follows it)
+                pass
+        return response_of(result)
+
+    def __aiter__(self) -> Responses:
+        return self
+
+    async def __anext__(self) -> InferenceResponse:
+        response = await asyncio.get_running_loop().run_in_executor(None, self._next_or_none)
+        if response is None:
+            raise StopAsyncIteration
+        return response
+
+    async def arrived(self) -> None:
+        """Return once the first response has come (or the call failed), without blocking the running loop:
+        what Triton's ``await async_exec(decoupled=True)`` waits for."""
+        self._first = await asyncio.get_running_loop().run_in_executor(None, self._next_or_none)
+
+    def _next_or_none(self) -> InferenceResponse | None:
+        return next(self, None)
 
     def cancel(self) -> None:
         close = getattr(self._results, "close", None)  # a generator's: the stream stops
         if close is not None:
             close()
         self._done = True
-
-
-class Collected:
-    """A decoupled BLS call's responses, all received: iterated with ``for`` or ``async for``."""
-
-    def __init__(self, responses: list[InferenceResponse]) -> None:
-        self._responses = iter(responses)
-
-    def __iter__(self) -> Iterator[InferenceResponse]:
-        return self._responses
-
-    def __aiter__(self) -> Collected:
-        return self
-
-    async def __anext__(self) -> InferenceResponse:
-        try:
-            return next(self._responses)
-        except StopIteration:
-            raise StopAsyncIteration from None
-
-    def cancel(self) -> None:
-        pass
-
-
-async def collected(results: AsyncIterator[BLSResponse]) -> Collected:
-    """Every response of a decoupled call awaited on the event loop, then the final one (or the failure)."""
-    responses: list[InferenceResponse] = []
-    try:
-        async for result in results:
-            responses.append(response_of(result))
-    except Exception as exc:
-        responses.append(failed(exc))
-    else:
-        responses.append(final())
-    return Collected(responses)

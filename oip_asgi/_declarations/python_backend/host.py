@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
@@ -33,10 +33,12 @@ class BLSRequest:
 
 @dataclass(frozen=True, slots=True)
 class BLSResponse:
-    """A served model's answer to a `BLSRequest`: its outputs by name and the response's parameters."""
+    """A served model's answer to a `BLSRequest`: its outputs by name and the response's parameters; `last`
+    when a decoupled model sent it as its final response (then no empty final response follows)."""
 
     outputs: dict[str, np.ndarray]
     parameters: dict[str, Any] | None
+    last: bool = False
 
 
 class MetricSeries(Protocol):
@@ -65,13 +67,11 @@ class PythonHost(Protocol):
         `OIPError` it failed with raised."""
 
     async def infer_async(self, request: BLSRequest) -> BLSResponse:
-        """As `infer`, awaited on the event loop."""
+        """As `infer`, awaited on any event loop (the server's, or a model instance's own)."""
 
     def stream(self, request: BLSRequest) -> Iterator[BLSResponse]:
-        """A decoupled model's responses to `request`, each as `infer` returns one, from a worker thread."""
-
-    def stream_async(self, request: BLSRequest) -> AsyncIterator[BLSResponse]:
-        """As `stream`, on the event loop."""
+        """A decoupled model's responses to `request`, each as `infer` returns one, waited for on this
+        thread (any but the event loop's)."""
 
     def load_model(self, name: str, config: str, files: Mapping[str, bytes] | None) -> None: ...
 
@@ -119,3 +119,22 @@ def enter(host: PythonHost | None) -> Entered:
 def leave(token: Entered) -> None:
     if token is not None:
         _current.reset(token)
+
+
+# Set while a model's initialize or finalize runs (in its context, not in the threads it starts): Triton
+# serves BLS only to execute, and to what runs once initialize has returned.
+_outside_execute: contextvars.ContextVar[bool] = contextvars.ContextVar("oip_asgi_outside_execute", default=False)
+
+
+def outside_execute() -> contextvars.Token[bool]:
+    """BLS refused in this context until `back` (a model's initialize or finalize runs)."""
+    return _outside_execute.set(True)
+
+
+def back(token: contextvars.Token[bool]) -> None:
+    _outside_execute.reset(token)
+
+
+def in_execute() -> bool:
+    """Whether BLS may run here: not in a model's initialize or finalize."""
+    return not _outside_execute.get()

@@ -14,13 +14,18 @@ instance is an object of the class in this process, executing one request (or ba
   device from it runs on the CPU), and the server logs it once at load.
 - ``KIND_MODEL``: the model places itself; its instances are told ``MODEL``.
 
-An instance is named ``<group name>_<index within the group>``, as Triton names it.
+An instance is named ``<group name>_<index within the group>``, as Triton names it. Each serves as an
+`Instance`: the object, and the event loop its ``async def execute`` runs on (Triton's stub has one).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,3 +79,60 @@ def instance_specs(groups: list[dict[str, Any]], model: str) -> list[InstanceSpe
             for _ in range(devices):
                 specs.append(InstanceSpec(f"{group['name']}_{index}", told, 0))
     return specs
+
+
+class Instance:
+    """One object of the model's class, serving, and the event loop its coroutines run on.
+
+    Triton's stub runs an ``async def execute`` on an event loop of its own, in its own process; here
+    each instance has one (of the server's loop's kind), on a thread of its own, started at its first
+    coroutine: a model's blocking call there (a sync BLS ``exec()``, iterating a decoupled BLS call) blocks
+    that loop, never the server's.
+    """
+
+    def __init__(self, model: Any, name: str) -> None:
+        self.object = model
+        self.name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        """Run `coroutine` on the instance's loop, from any thread; its outcome in the future."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._running())
+
+    def _running(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                self._loop = _new_loop()
+                threading.Thread(target=_serve, args=(self._loop,), name=f"oip-asgi {self.name}", daemon=True).start()
+            return self._loop
+
+    def stop(self) -> None:
+        """Stop its loop (Triton stops the stub's before ``finalize``); what still runs there is cancelled."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # closed already
+                loop.call_soon_threadsafe(loop.stop)
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """A loop of the kind the server runs on (uvloop's under ``oip-asgi serve``: a model's coroutines see the loop
+    they would see on the server's, each response crossing back costs less), else asyncio's."""
+    with contextlib.suppress(Exception):  # no running loop, or a kind that takes arguments
+        return type(asyncio.get_running_loop())()
+    return asyncio.new_event_loop()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

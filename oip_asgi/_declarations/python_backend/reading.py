@@ -33,13 +33,17 @@ def triton_model(
 ) -> Model:
     """One version's `Model` of `cls`: `declared` are `Model`'s arguments from the completed `config`."""
     adapter = TritonModel(cls, declared["name"], declared["version"], folder, config, host)
-    # The core calls it with its requests, no more calls at once than it has instances; it is ready as they say.
-    calling = Calling(takes_requests=True, instance_count=adapter.instance_count, ready=adapter.is_ready)
+    # The core calls it with its requests (those a dynamic batch collected, or one), no more calls at once
+    # than it has instances, save a decoupled one's (each request a stream); it is ready as they say.
+    calling = Calling(
+        takes_requests=True,
+        decoupled=adapter.decoupled,
+        instance_count=None if adapter.decoupled else adapter.instance_count,
+        ready=adapter.is_ready,
+    )
+    predict: Callable[..., object] = adapter.execute_async if adapter.is_async else adapter.execute
     if adapter.decoupled:
-        predict: Callable[..., object] = adapter.stream
-        declared = {key: value for key, value in declared.items() if key not in ("max_batch_size", "max_batch_delay")}
-    else:
-        predict = adapter.execute_async if adapter.is_async else adapter.execute
+        predict = adapter.streams
     return Model(predict, load=adapter.initialize, unload=adapter.finalize, calling=calling, **declared)
 
 

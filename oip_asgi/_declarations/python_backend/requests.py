@@ -8,7 +8,7 @@ from typing import Any
 
 from . import bls
 from .errors import TritonModelException, unsupported
-from .host import BLSRequest, current
+from .host import BLSRequest, PythonHost, current, in_execute
 from .responses import InferenceResponse, InferenceResponseSender, Outlet
 from .tensors import Tensor, as_text, datatype_of
 
@@ -54,6 +54,7 @@ class InferenceRequest:
         self._request_id = request_id
         self._correlation_id = correlation_id
         self._timeout = timeout
+        self._flags = 0
         self._parameters: dict[str, Any] = dict(parameters or {})
         self._sender: InferenceResponseSender | None = None
         self._outlet: Outlet | None = None  # a served request's: its sender is made from it when the model asks
@@ -70,10 +71,12 @@ class InferenceRequest:
         parameters: dict[str, Any],
         outlet: Outlet,
         asked: bool,
+        controls: dict[str, Any] | None = None,
     ) -> InferenceRequest:
         """A request a client sent to the model, as `execute` gets it: `model_version` as `model_version()`
         answers (-1 for a version that is not a number), `outlet` its sender's sink, `asked` whether the
-        client named its outputs. Made without __init__'s checks: the core made and checked its parts."""
+        client named its outputs, `controls` what Triton's frontend took out of its parameters (its
+        sequence id, flags and timeout). Made without __init__'s checks: the core made and checked its parts."""
         request = cls.__new__(cls)
         request._model_name = model_name
         request._model_version = model_version
@@ -82,10 +85,15 @@ class InferenceRequest:
         request._request_id = request_id
         request._correlation_id = 0
         request._timeout = 0
+        request._flags = 0
         request._parameters = parameters
         request._sender = None
         request._outlet = outlet
         request.asked = asked
+        if controls:
+            request._correlation_id = controls.get("sequence_id", 0)
+            request._timeout = controls.get("timeout", 0)
+            request._flags = controls.get("flags", 0)
         return request
 
     def inputs(self) -> list[Tensor]:
@@ -107,7 +115,7 @@ class InferenceRequest:
         return self._model_version
 
     def flags(self) -> int:
-        return 0
+        return self._flags
 
     def timeout(self) -> int:
         return self._timeout
@@ -125,6 +133,7 @@ class InferenceRequest:
         if self._sender is None:
             if self._outlet is None:
                 raise TritonModelException("only a request the model received has a response sender, not a BLS request")
+            self._outlet.take()
             self._sender = InferenceResponseSender(self._outlet)
         return self._sender
 
@@ -136,8 +145,9 @@ class InferenceRequest:
 
     def exec(self, decoupled: bool = False) -> InferenceResponse | bls.Responses:
         """Run the request on the served model and wait: its response, or with `decoupled` an iterator of
-        them (the last one empty, flagged final as Triton's). An error is in the response, not raised."""
-        host = current("InferenceRequest.exec")
+        them (the last one empty, flagged final as Triton's). An error is in the response, not raised.
+        From an ``async def execute`` it blocks that instance's own loop, as in Triton, not the server's."""
+        host = _bls_host("InferenceRequest.exec")
         if decoupled:
             return bls.Responses(host.stream(self._bls()))
         try:
@@ -146,13 +156,14 @@ class InferenceRequest:
             return bls.failed(exc)
         return bls.response_of(result)
 
-    async def async_exec(self, decoupled: bool = False) -> InferenceResponse | bls.Collected:
-        """As `exec`, awaited (from an ``async def execute``). With `decoupled`, the responses once the
-        stream has ended (iterating them as they come would block the event loop this runs on), as an
-        iterator, which ``async for`` takes too."""
-        host = current("InferenceRequest.async_exec")
+    async def async_exec(self, decoupled: bool = False) -> InferenceResponse | bls.Responses:
+        """As `exec`, awaited. With `decoupled`, once the first response has come: an iterator of the
+        responses (``next()`` and ``for`` wait for each as it comes; ``async for`` awaits it)."""
+        host = _bls_host("InferenceRequest.async_exec")
         if decoupled:
-            return await bls.collected(host.stream_async(self._bls()))
+            responses = bls.Responses(host.stream(self._bls()))
+            await responses.arrived()
+            return responses
         try:
             result = await host.infer_async(self._bls())
         except Exception as exc:
@@ -169,6 +180,13 @@ class InferenceRequest:
             parameters=dict(self._parameters),
             outputs=list(self._requested),
         )
+
+
+def _bls_host(what: str) -> PythonHost:
+    """The server a BLS call runs on; refused, in Triton's words, from a model's initialize or finalize."""
+    if not in_execute():
+        raise TritonModelException("BLS is only supported during the 'execute' function.")
+    return current(what)
 
 
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:

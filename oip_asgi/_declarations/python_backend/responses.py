@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -58,37 +57,40 @@ def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) 
 
 
 class Outlet(Protocol):
-    """Where a served request's responses go (the adapter's): each response sent, and whether it was final."""
+    """Where a served request's responses go (`outlets.py`): each response sent, and whether it was final."""
 
     @property
     def cancelled(self) -> bool:
         """The client left, or the stream ended: ``is_cancelled()`` says so."""
 
-    def __call__(self, response: InferenceResponse | None, final: bool) -> None: ...
+    def take(self) -> None:
+        """The model asked for the request's sender: it may answer through it."""
+
+    def __call__(self, response: InferenceResponse | None, final: bool) -> None:
+        """Take `response` (None: only the final flag), or raise what Triton raises to the model."""
 
 
 class InferenceResponseSender:
-    """A decoupled model's way to answer: `send` each response, the last with (or as) the final flag.
+    """A request's way to answer: `send` each response, the last with (or as) the final flag.
 
-    Sends from any thread, during `execute` or after it returned; `sink` receives them (the adapter's).
+    Sends from any thread, during `execute` or after it returned; `sink` receives them (`outlets.py`),
+    and refuses what Triton refuses (a response after the final flag; a second response, or the final
+    flag before any response, where the model is not decoupled).
     """
 
     def __init__(self, sink: Outlet) -> None:
         self._sink = sink
-        self._closed = False
-        self._lock = threading.Lock()
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
-        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        with self._lock:
-            if self._closed:
-                raise TritonModelException("this request's response sender has already sent its final response")
-            if response is None and not final:
-                raise TritonModelException("send() without a response must set TRITONSERVER_RESPONSE_COMPLETE_FINAL")
-            if response is not None and not isinstance(response, InferenceResponse):
-                raise TypeError(f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
-            self._closed = final
-        self._sink(response, final)
+        if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):
+            raise TritonModelException("Unable to send response. Unsupported flag provided.")
+        if response is None and not flags:
+            raise TritonModelException(
+                "Inference Response object must be provided when the response flags is set to zero."
+            )
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TypeError(f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
+        self._sink(response, bool(flags))
 
     def is_cancelled(self) -> bool:
         return self._sink.cancelled

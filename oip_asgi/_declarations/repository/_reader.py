@@ -6,7 +6,6 @@ and `fingerprint` tell it which folders there are and whether one changed.
 
 from __future__ import annotations
 
-import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from ..python_backend import PythonHost, completed_config
 from ..triton import is_integer_version
 from ._config import HONOURED, HONOURED_PYTHON_BACKEND, ConfigError, checked_json, read_pbtxt, unacted
 from ._errors import RepositoryError
-from ._modules import Modules, release
+from ._modules import Modules, ReadModules, release
 from ._paths import PathError, folder_fingerprint, inside, is_model_name, model_folder, write_files
 from ._reshape import reshaped, reshapes
 from ._settings import completed_by_model, model_arguments
@@ -68,7 +67,7 @@ def read_model(
     Its model.py modules are in `sys.modules` (`DirectoryModel.modules`); a read that fails leaves none.
     `host` is the server a Triton Python model's BLS, model control and metrics reach.
     """
-    modules: dict[str, types.ModuleType] = {}
+    modules = ReadModules()
     try:
         try:
             return _read(root, name, config, files, allow_files, modules, host)
@@ -89,7 +88,7 @@ def _read(
     override: Mapping[str, Any] | None,
     files: Mapping[str, bytes] | None,
     allow_files: bool,
-    modules: dict[str, types.ModuleType],
+    modules: ReadModules,
     host: PythonHost | None = None,
 ) -> DirectoryModel:
     folder = model_folder(root, name)

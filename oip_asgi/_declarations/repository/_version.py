@@ -13,7 +13,8 @@ from ..files.formats import by_triton_name, default_file
 from ..model import Model
 from ..python_backend import PythonHost, is_triton_source, provide_utils, triton_model
 from ._errors import RepositoryError
-from ._modules import module_name, register
+from ._imports import ModelImports, install
+from ._modules import ROOT, ReadModules, module_name, register
 from ._paths import is_model_name
 
 # The parameter that lets a pickle or joblib file load: "true", or the skops types to trust, comma-separated.
@@ -25,7 +26,7 @@ def version_model(
     number: str,
     settings: Mapping[str, Any],
     config: Mapping[str, Any],
-    modules: dict[str, types.ModuleType],
+    modules: ReadModules,
     host: PythonHost | None = None,
 ) -> Model:
     """Version `number` (its folder `folder`) as a `Model`, declared as the model's `settings` say."""
@@ -85,7 +86,7 @@ def _trusted(value: str) -> bool | list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _module(file: Path, model: str, version: str, modules: dict[str, types.ModuleType]) -> types.ModuleType:
+def _module(file: Path, model: str, version: str, modules: ReadModules) -> types.ModuleType:
     """A version's model.py, run once per read (`modules` keeps it)."""
     # One module per model version, replaced on reload, so that pickling and dataclasses find it by name.
     # Compiled from the source each time: no __pycache__ written into the repository (poll mode would see
@@ -93,15 +94,16 @@ def _module(file: Path, model: str, version: str, modules: dict[str, types.Modul
     name = module_name(model, version)
     if name in modules:
         return modules[name]
-    module = types.ModuleType(name)
-    module.__file__ = str(file)
+    # Its neighbours importable, as Triton makes them: the version folder, then the model folder (_imports.py).
+    imports = ModelImports(name, [file.parent, file.parent.parent], modules)
+    module = imports.package_module(file)
     source = file.read_bytes()
     if is_triton_source(source):
         provide_utils()  # `import triton_python_backend_utils as pb_utils` works in the file, unchanged
     code = compile(source, str(file), "exec")
+    install(ROOT)
     register({name: module})
-    modules[name] = module
-    exec(code, module.__dict__)
+    imports.run(module, code)
     return module
 
 
@@ -111,9 +113,7 @@ def _triton_class_of(module: types.ModuleType) -> type | None:
     return found if isinstance(found, type) and not hasattr(module, "model") else None
 
 
-def triton_class(
-    folder: Path, name: str, number: str, config: Mapping[str, Any], modules: dict[str, types.ModuleType]
-) -> type | None:
+def triton_class(folder: Path, name: str, number: str, config: Mapping[str, Any], modules: ReadModules) -> type | None:
     """The newest version's ``TritonPythonModel``, where its file is a model.py that defines one."""
     file = _model_file(folder, config)
     if not file.name.endswith(".py") or not is_triton_source(file.read_bytes()):
