@@ -22,6 +22,13 @@ the start-up (and the imports). The cases:
 - `W9s1`, `W9x1`, `W9o1`: W9's [1,100] request to each model file through the app on a uvloop loop,
   and `W9s1-library` etc.: that library's own call on the same array (`w9_files.library_calls`), so
   that a file's request minus its library call is what the path around it costs.
+- `W11`: W11's streamed chat through `openai_app` on a uvloop loop, per chunk: one request of `--low` chunks
+  and one of `--high` (the counts are chunks here, not requests); `W11vllm`, `W11usage`, `W11logprobs`: the
+  same from a model of the vLLM backend's whole convention (bench/apps/_tokens.py), asked for nothing more
+  (its finish_reason), for the usage (`stream_options.include_usage`: its token counts too) and for token
+  logprobs (`logprobs`, `top_logprobs` 1): what usage and logprobs cost a chunk (issue 38). Each with
+  `-server` (`W11-server`, `W11usage-server`, ...): the same served by uvicorn (uvloop, httptools) in the measured
+  process, the client a process of its own (not counted): the server's whole cost of a chunk, its sending too.
 - `W12shim`, `W12native`: W12's add_sub request (FP32 [4] twice, JSON) through the app serving its
   repository on a uvloop loop, as a `TritonPythonModel` through the Python-backend shim or as the same
   logic in our model.py form; `W12shim-call`, `W12native-call`: the model's call alone, as the core
@@ -36,6 +43,7 @@ Needs valgrind on the PATH and an interpreter that imports oip_asgi (and the W9 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -68,6 +76,7 @@ G1_CASES = ("G1-floor", "G1", "G1codec")
 W10_CASES = ("W10grpc-floor", "W10grpc")
 CASES = (*W1_APPS, *(f"{app}-server" for app in W1_APPS), *IMPORTS, *G1_CASES, *W10_CASES, "W2s",
          *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
+         *(f"W11{kind}{server}" for kind in ("", "vllm", "usage", "logprobs") for server in ("", "-server")),
          *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")))  # fmt: skip
 
 
@@ -153,6 +162,9 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     if case in W10_CASES:
         loop.run_until_complete(w10_stream(case, count))
         return
+    if case.startswith("W11"):
+        w11(loop, case, count)
+        return
     if case.startswith("W12"):
         server, _, call = case[3:].partition("-")
         (w12_calls if call else w12)(loop, server, count)
@@ -236,6 +248,68 @@ async def w10_stream(case: str, count: int) -> None:
                 break
         call.cancel()
     await server.stop(None)
+
+
+# The `-server` cases' client: one streamed chat, read whole, then the server is told to stop (SIGINT).
+W11_CLIENT = """
+import http.client, os, signal, sys, time
+port, body, server = int(sys.argv[1]), sys.argv[2].encode(), int(sys.argv[3])
+while True:
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+        connection.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
+        response = connection.getresponse()
+        data = response.read()
+        break
+    except OSError:
+        time.sleep(0.2)
+assert response.status == 200 and data.endswith(b"data: [DONE]\\n\\n"), data[-200:]
+os.kill(server, signal.SIGINT)
+"""
+
+
+def w11(loop: Any, case: str, chunks: int) -> None:
+    """One streamed chat of `chunks` one-token chunks through `openai_app`, from W11's model or the vLLM one;
+    `-server`: through uvicorn, from a client process."""
+    import json
+
+    from _tokens import vllm_tokens_model
+    from harness.inprocess import app_requester
+
+    import oip_asgi
+
+    case, _, server = case.partition("-")
+    if case == "W11":
+        model = __import__("_tokens").tokens_model(
+            "sampling_parameters", lambda parameters: int(json.loads(parameters[0]).get("max_tokens", 16))
+        )
+    else:
+        model = vllm_tokens_model()
+    asked: dict[str, Any] = {
+        "W11usage": {"stream_options": {"include_usage": True}},
+        "W11logprobs": {"logprobs": True, "top_logprobs": 1},
+    }.get(case, {})
+    body = {"model": "tokens", "messages": [{"role": "user", "content": "x"}], "stream": True, "max_tokens": chunks}
+    sent = json.dumps({**body, **asked})
+    v2 = oip_asgi.oip_app({"tokens": model})
+    if not server:
+        app_requester(loop, oip_asgi.openai_app(v2), "/chat/completions", sent.encode())(1)
+        return
+    import socket
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = subprocess.Popen([sys.executable, "-c", W11_CLIENT, str(port), sent, str(os.getpid())])
+    app = Starlette(routes=[Mount("/v2", v2), Mount("/v1", oip_asgi.openai_app(v2))])
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, loop="uvloop", http="httptools", log_level="warning")
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises the client's SIGINT again once it has stopped
+        uvicorn.Server(config).run()
+    assert client.wait() == 0, "the client did not read the whole answer"
 
 
 def binary_request() -> tuple[bytes, int]:
@@ -366,8 +440,9 @@ def main() -> None:
             print(f"{case} ({IMPORTS[case]}): {count / 1e6:.1f} M instructions")
             continue
         low, high = instructions(case, args.low, args.bodies), instructions(case, args.high, args.bodies)
-        where = "through uvicorn's protocol" if case.endswith("-server") else "in-process"
-        print(f"{case} {where}: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per request")
+        unit = "chunk" if case.startswith("W11") else "request"
+        where = "served by uvicorn" if case.endswith("-server") else "in-process"
+        print(f"{case} {where}: {(high - low) / (args.high - args.low) / 1000:.1f} k instructions per {unit}")
 
 
 if __name__ == "__main__":

@@ -62,11 +62,14 @@ class ServedModel:
         # The declaration's specs, read on every request: held here rather than reached through `model`.
         self.inputs = model.inputs
         self.outputs = model.outputs
-        # Each a dict's own get: a C call, no Python frame, on every request.
-        self.input_spec = {spec.name: spec for spec in model.inputs or ()}.get
-        self.output_spec = {spec.name: spec for spec in model.outputs or ()}.get
+        self.input_spec = model.input_spec
+        self.output_spec = model.output_spec
+        self.output_names = None if model.outputs is None else frozenset(spec.name for spec in model.outputs)
         # What a request that names no outputs gets: every declared one, in order (none declared: what it returns).
         self.every_output: tuple[tuple[str, None], ...] = tuple((spec.name, None) for spec in model.outputs or ())
+        # Each output's datatype, the array dtypes and shapes found to go out as they are, whether it is BYTES
+        # (inference.py).
+        self.output_forms: dict[str, tuple[str, list[Any], set[tuple[int, ...]], bool]] = {}
         self.labels_for = model.labels_for
         self.decoupled = model.decoupled  # a generator: it answers over time, on a streaming body
         calling = model.calling  # how to call it: read here once, never per request

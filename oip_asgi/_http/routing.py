@@ -118,7 +118,9 @@ class Table:
 
     `send_error` sends an error in the wire's format; `not_found` is the error for a path below the
     mount point (the request's scope as mounted) that no route matches; `core.client_error` makes any
-    exception what the client is told. `first_request` runs at a router's first request.
+    exception what the client is told. `first_request` runs at a router's first request. `authorize`,
+    where given, checks every request the table answers, before anything else (an API key): it raises
+    the error that refuses one.
     """
 
     routes: Sequence[Route]
@@ -127,6 +129,7 @@ class Table:
     not_found: Callable[[Scope, str], OIPError]
     restrictions: Mapping[str, Restriction] = field(default_factory=dict)
     first_request: Callable[[Scope], None] | None = None
+    authorize: Callable[[Scope], None] | None = None
 
 
 class Router:
@@ -182,6 +185,8 @@ class Router:
             if prefix:
                 scope = mounted_scope(scope, prefix) or scope  # under it: _match found it there
         try:
+            if table.authorize is not None:
+                table.authorize(scope)
             if route is None:
                 raise table.not_found(scope, path[len(prefix) :])
             restriction = table.restrictions.get(route.group)

@@ -48,6 +48,7 @@ def load_target(
     restricted_apis: list[str] | None = None,
     files: FileOptions = FileOptions(),
     strict_readiness: bool | None = None,
+    max_body_size: int | None = None,
     tracing: Mapping[str, object] | None = None,
 ) -> OIPApp:
     """The app for MODULE:ATTR (a models mapping, a `Model` served under ATTR's name, or an `OIPApp`),
@@ -57,11 +58,14 @@ def load_target(
     `repository` joins the models of a mapping, a `Model` or the files. `restricted_apis` are
     --http-restricted-api's rules, checked already. `strict_readiness`, where given, is the app's (an
     `OIPApp` too: the command line's choice of what readiness means for the server it runs), and so are
-    `tracing`'s settings (--trace-config's, checked already), where given.
+    `max_body_size` (--http-max-input-size: the largest request body, its JSON too) and `tracing`'s settings
+    (--trace-config's, checked already), where given.
     """
     app = _target_app(target, metrics, repository, files)
     if strict_readiness is not None:
         app.core.strict_readiness = strict_readiness
+    if max_body_size is not None:
+        app.core.max_body_size = app.max_json_size = max_body_size
     if tracing is not None:
         app.core.traces.reset(start_setting(tracing))
         app.core.respond.follow()
