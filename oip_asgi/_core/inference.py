@@ -7,7 +7,7 @@ applies classification, and fails with the same messages on every wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -52,10 +52,11 @@ def model_outputs(
             output_parameters = result.output_parameters
             result = result.outputs
         produced = _produced_outputs(model, result)
+    wanted: Sequence[tuple[Any, RequestedOutput | None]]
     if request.outputs is not None:
-        wanted: list[tuple[Any, RequestedOutput | None]] = [(output.name, output) for output in request.outputs]
+        wanted = [(output.name, output) for output in request.outputs]
     elif model.outputs is not None:
-        wanted = [(spec.name, None) for spec in model.outputs]
+        wanted = model.every_output
     else:
         wanted = [(output, None) for output in produced]
         for output in produced:
@@ -176,8 +177,6 @@ def _parameters(model: ServedModel, value: Any, what: str) -> dict[str, Any] | N
 
 
 def _output_parameters(model: ServedModel, output: str, value: Any) -> dict[str, Any] | None:
-    if value is None:  # nearly every output: nothing to check
-        return None
     parameters = _parameters(model, value, f"parameters for output '{output}'")
     reserved = sorted(_RESERVED_OUTPUT_PARAMETERS.intersection(parameters or ()))
     if reserved:

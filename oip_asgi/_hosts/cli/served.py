@@ -8,17 +8,18 @@ import os
 import re
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.types import Message, Receive, Scope, Send
 
 from ..._declarations.errors import NotFound
 from ..._http.routing import Route, Router, Table
-from ..._openai.app import OpenAIApp
 from ..._rest.app import OIPApp
 from ..._rest.responses import send_error, send_response
-from .metrics_server import metrics_server
 from .security import grpc_credentials
+
+if TYPE_CHECKING:
+    from ..._openai.app import OpenAIApp
 
 PREFIX = "/v2"
 OPENAI_PREFIX = "/v1"
@@ -54,7 +55,11 @@ class Served(Router):
         url: str = "",
     ) -> None:
         self.app = app
-        self.openai = OpenAIApp(app, api_key=openai_api_key, max_body_size=max_body_size) if openai else None
+        self.openai: OpenAIApp | None = None
+        if openai:  # OpenAI's wire, imported by the servers that serve it
+            from ..._openai.app import OpenAIApp
+
+            self.openai = OpenAIApp(app, api_key=openai_api_key, max_body_size=max_body_size)
         self.grpc_address = grpc_address
         self.metrics = metrics
         self.grpc = grpc or {}
@@ -134,6 +139,8 @@ class Served(Router):
             host = self.grpc_address.rpartition(":")[0]
             served.append(f"the protocol's gRPC service at {host}:{port}{' (TLS)' if self.grpc.get('tls') else ''}")
         if self.metrics is not None:
+            from .metrics_server import metrics_server  # wsgiref and http.server, for a metrics port only
+
             server = metrics_server(*self.metrics)
             companions.callback(server.server_close)
             companions.callback(server.shutdown)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..._core.control import LOAD_SWITCH_INTERVAL
 from ..._core.trace_settings import start_setting
 from ..._declarations.files import detect_format
 from ..._declarations.files._common import AdvisedError
@@ -112,6 +111,8 @@ def _target_app(
                 "(oip_app(models, model_repository=...)), or serve a models mapping with --model-repository"
             )
         if value.core.control is not None:  # the serve command owns its process: loads may shorten the interval
+            from ..._core.control import LOAD_SWITCH_INTERVAL  # imported with the control it sets: a repository's
+
             value.core.control.load_switch_interval = LOAD_SWITCH_INTERVAL
         value.core.freeze_heap = True  # and the loaded heap may leave the garbage collector's full passes
         return value
@@ -180,6 +181,9 @@ def _input_datatype(model: Model, datatype: str) -> Model:
 
 
 def _app(target: str, models: Mapping[str, Any], metrics: bool, repository: ModelRepository | None) -> OIPApp:
+    interval: float | None = None  # the switch interval during loads: a repository's (its control, imported for it)
+    if repository is not None:
+        from ..._core.control import LOAD_SWITCH_INTERVAL as interval
     try:
         # The serve command owns its process: loads may shorten the GIL's switch interval (ModelControl),
         # and the loaded heap may leave the garbage collector's full passes (_core/heap.py).
@@ -187,7 +191,7 @@ def _app(target: str, models: Mapping[str, Any], metrics: bool, repository: Mode
             models,
             metrics=metrics,
             model_repository=repository,
-            load_switch_interval=LOAD_SWITCH_INTERVAL,
+            load_switch_interval=interval,
             freeze_heap=True,
         )
     except (TypeError, ValueError) as exc:
