@@ -5,7 +5,9 @@
 - ``echo``: a character-level toy LLM following the LLM convention (Triton's vLLM-backend inputs): it
   answers with its prompt, one character a response (a "token"), at most ``max_tokens`` of them, and
   ends before a ``stop`` string. Streamed when ``stream`` is true, the whole text in one response
-  otherwise. Its chat template gives it the last message's content, so a chat echoes what was said last.
+  otherwise (after the prompt when ``exclude_input_in_output`` is false: a completion's ``echo``). Its
+  chat template gives it the last message's content, so a chat echoes what was said last.
+  ``examples/openai_vllm.py`` has a toy LLM with the vLLM backend's whole convention (counts, logprobs).
 - ``shout``: the same convention answered once (not a generator): the prompt in capitals.
 - ``embed``: the embedding convention: each text as 8 floats (its bytes counted by their value modulo 8,
   normalised), deterministic.
@@ -57,9 +59,11 @@ async def echo(
     sampling_parameters: np.ndarray | None = None,
     exclude_input_in_output: np.ndarray | None = None,
 ) -> AsyncIterator[dict[str, np.ndarray]]:
-    whole = answer(text_input.ravel()[0].decode(), sampling(sampling_parameters))
+    prompt = text_input.ravel()[0].decode()
+    whole = answer(prompt, sampling(sampling_parameters))
     if stream is None or not stream.ravel()[0]:  # one response: it says how many tokens it holds
-        yield Result({"text_output": text(whole)}, parameters={"completion_tokens": len(whole)})
+        echoed = prompt if exclude_input_in_output is not None and not exclude_input_in_output.ravel()[0] else ""
+        yield Result({"text_output": text(echoed + whole)}, parameters={"completion_tokens": len(whole)})
         return
     for character in whole:
         yield {"text_output": text(character)}

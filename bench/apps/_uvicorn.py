@@ -25,13 +25,28 @@ def serve(app: Any, port: int) -> None:
     )
 
 
-def serve_oip(oip: Any, port: int, grpc_port: int | None = None, load: bool = False) -> None:
-    """`oip` mounted at /v2 of a Starlette app (models loaded before the first request when `load`), and served
-    over gRPC at `grpc_port` from the same loop (`oip_asgi.grpc.serving`)."""
+class Passthrough:
+    """A host's middleware that does nothing: the least any pure-ASGI middleware costs (ours `--host mounted`)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+HOSTS = ("serve", "mounted", "starlette")
+
+
+def serve_oip(oip: Any, port: int, grpc_port: int | None = None, load: bool = False, host: str = "serve") -> None:
+    """`oip` at /v2, served over gRPC at `grpc_port` from the same loop (`oip_asgi.grpc.serving`), the models
+    loaded before the first request when `load`. `host` is what serves /v2: the serve command's own app
+    (`serve`, the default), a Starlette host with a middleware of its own that our routes go through
+    (`mounted`), or a plain Starlette mount (`starlette`, what ours was before issue 40)."""
     import oip_asgi
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Any) -> AsyncIterator[None]:
         if load:
             await oip.load()  # as docs/integrations.md shows: loaded before the first request, then the heap frozen
         async with contextlib.AsyncExitStack() as stack:
@@ -41,7 +56,17 @@ def serve_oip(oip: Any, port: int, grpc_port: int | None = None, load: bool = Fa
                 await stack.enter_async_context(oip_asgi.grpc.serving(oip, f"127.0.0.1:{grpc_port}"))
             yield
 
-    app = Starlette(lifespan=lifespan)
+    if host == "serve":
+        try:
+            from oip_asgi._hosts.cli.served import Served
+        except ImportError:  # `base`: a commit from before the serve command's app
+            host = "starlette"
+        else:  # as `oip-asgi serve` runs it: its lifespan loads the models behind readiness, and starts gRPC
+            serve(Served(oip, grpc_address=None if grpc_port is None else f"127.0.0.1:{grpc_port}"), port)
+            return
+    from starlette.middleware import Middleware
+
+    app = Starlette(lifespan=lifespan, middleware=[Middleware(Passthrough)] if host == "mounted" else [])
     oip_asgi.mount(app, oip, path="/v2")
     serve(app, port)
 

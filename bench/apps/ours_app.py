@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from _mlp import MLP  # siblings: the apps run as scripts
-from _uvicorn import serve_oip
+from _uvicorn import HOSTS, serve_oip
 
 import oip_asgi
 from oip_asgi import Model, TensorSpec
@@ -60,6 +60,7 @@ def main() -> None:
     parser.add_argument("--mlp-weights", type=Path)
     parser.add_argument("--w9-files", type=Path)
     parser.add_argument("--stages", type=Path, help="record each request's stages to this file (bench/stages.py)")
+    parser.add_argument("--host", choices=HOSTS, default="serve", help="what serves /v2 (apps/_uvicorn.py)")
     args = parser.parse_args()
     if args.stages is not None:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -76,7 +77,7 @@ def main() -> None:
         oip = oip_asgi.oip_app(models, freeze_heap=True)
     except TypeError:  # `base`: a commit from before that option
         oip = oip_asgi.oip_app(models)
-    serve_oip(oip, args.port, load=True)
+    serve_oip(oip, args.port, load=True, host=args.host)
 
 
 if __name__ == "__main__":

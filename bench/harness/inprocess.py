@@ -64,3 +64,66 @@ def app_requester(loop: asyncio.AbstractEventLoop, app: Any, path: str, body: by
             raise RuntimeError(f"{path} answered {sorted(set(statuses))}")
 
     return run
+
+
+class _Transport:
+    """What uvicorn's protocol writes to, in place of a socket: the bytes it writes, counted."""
+
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.closing = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def server_requester(loop: asyncio.AbstractEventLoop, app: Any, path: str, body: bytes) -> Callable[[int], None]:
+    """`count` requests one after another through uvicorn's own HTTP protocol (httptools, uvloop), over
+    one keep-alive connection whose socket is a buffer: the whole server's work but the kernel's, as
+    W1 makes it (wrk's request, the response's bytes), with no other process and no noise."""
+    from uvicorn.config import Config
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.server import ServerState
+
+    config = Config(app, http="httptools", loop="none", lifespan="off", log_level="warning", access_log=False)
+    config.load()
+    state = ServerState()
+    transport = _Transport()
+    protocol = HttpToolsProtocol(config, state, {}, _loop=loop)
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    raw = head + body
+
+    async def requests(count: int) -> None:
+        protocol.connection_made(transport)  # type: ignore[arg-type]
+        for _ in range(count):
+            protocol.data_received(raw)
+            while state.tasks:
+                await asyncio.gather(*state.tasks)
+
+    def run(count: int) -> None:
+        transport.written.clear()
+        loop.run_until_complete(requests(count))
+        answered = transport.written.count(b"HTTP/1.1 200 OK\r\n")
+        if answered != count:
+            head = bytes(transport.written[:300])
+            raise RuntimeError(f"{path}: {answered} of {count} requests answered 200: {head!r}")
+
+    return run

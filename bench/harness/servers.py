@@ -55,6 +55,15 @@ PEERS = {
         imports="import oip_asgi",
         distributions=(*OURS_DISTRIBUTIONS, *MODEL_FILE_LIBRARIES),
     ),
+    # ours mounted in a Starlette host whose own (pass-through) middleware our routes go through (`--host mounted`).
+    "mounted": Peer(
+        "ours",
+        envs.OURS_REQUIREMENTS,
+        "ours_app.py",
+        ready=IDENTITY_READY,
+        imports="import oip_asgi",
+        distributions=OURS_DISTRIBUTIONS,
+    ),
     # ours at another commit (`--base DIR`, a checkout of it): a change measured against the code before it.
     "base": Peer(
         "ours",

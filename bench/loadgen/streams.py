@@ -214,7 +214,10 @@ class FrameCounter:
 
 
 def openai_body(target: dict[str, Any], count: int) -> bytes:
-    request: dict[str, Any] = {"model": MODEL, "max_tokens": count, "stream": bool(target["stream"])}
+    # "model" and "extra" (fields added to every request: stream_options, logprobs) where the target names them.
+    request: dict[str, Any] = {"model": target.get("model", MODEL), "max_tokens": count}
+    request["stream"] = bool(target["stream"])
+    request.update(target.get("extra", {}))
     if target["kind"] == "chat":
         request["messages"] = [{"role": "user", "content": "hi"}]
     else:

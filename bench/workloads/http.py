@@ -63,7 +63,7 @@ def post(port: int, path: str, workload: Workload, body: bytes) -> tuple[int, di
 
 def model_path(server: str, workload: Workload) -> str | None:
     # `base` is ours at another commit: it serves what ours serves.
-    serves_as = "ours" if server == "base" else server
+    serves_as = "ours" if server in ("base", "mounted") else server
     if workload.servers is not None and serves_as not in workload.servers:
         return None
     model = workload.floor_model if server == "floor" else workload.model
@@ -160,6 +160,8 @@ def make_server(name: str, target: Target, bodies: Bodies, settings: Settings) -
     args = []
     if name == "floor":
         args += ["--fixed-response", str(bodies.fixed_response)]
+    if name == "mounted":
+        args += ["--host", "mounted"]
     if name in (*http_bodies.BATCHING_SERVERS, "base") and any(key in settings.only for key in MLP_WORKLOADS):
         args += ["--mlp-weights", str(bodies.mlp_weights)]
     if name in W9_SERVERS and bodies.w9_files is not None:

@@ -175,6 +175,15 @@ def targets(samples: Samples, classification_source: str | None) -> list[Target]
     extra_s = paired(samples, "W5.import_s", ["floor"], operator.sub)
     extra_ms = None if extra_s is None else extra_s * 1000
     check("W5 `import oip_asgi` <= 50 ms over starlette+numpy+msgspec", extra_ms, 50, True, " ms")
+    # Issue 40: ours as the serve command serves it; `mounted` under a host's own middleware.
+    for c in (1, 16):
+        check(f"W1 CPU/request at c={c} <= 1.25x floor", ratio(samples, f"W1.cpu_ms_c{c}", "floor"), 1.25, True)
+    check("W1 req/s at c=16 >= 0.75x floor", ratio(samples, "W1.rps_c16", "floor"), 0.75, False)
+    mounted = {"ours": samples.get("mounted", {}), "floor": samples.get("floor", {})}
+    check("W1 mounted with middleware: CPU/request <= 1.4x floor", ratio(mounted, "W1.cpu_ms_c1", "floor"), 1.4, True)
+    check("W1s CPU/request <= 1.5x floor", ratio(samples, "W1s.cpu_ms_c1", "floor"), 1.5, True)
+    for c, limit in ((1, 2.0), (4, 1.0)):
+        check(f"W2 MB/s at c={c} >= {limit:g}x floor", ratio(samples, f"W2.mbps_c{c}", "floor"), limit, False)
     # Issue 13: sync models through the worker threads (W1s), adaptive batching (W8).
     check("W1 CPU/request at c=16 <= 1.5x floor", ratio(samples, "W1.cpu_ms_c16", "floor"), 1.5, True)
     for c in (1, 16):

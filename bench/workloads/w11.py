@@ -13,6 +13,13 @@ The model, `tokens`, answers every request with `max_tokens` (1,000) one-token p
 | chat_stream | `POST /v1/chat/completions`, `stream: true` | one `delta.content` event |
 | chat_whole | `POST /v1/chat/completions`, not streamed | one of the 1,000 pieces joined into the answer |
 | completion_whole | `POST /v1/completions`, not streamed (ours only; compared with LitServe's chat_whole) | as above |
+| chat_stream_vllm | chat_stream from `vllm_tokens` (ours: the vLLM backend's tensors), its finish_reason | as above |
+| chat_stream_usage | chat_stream_vllm with `stream_options.include_usage`: its token counts too | as above |
+| chat_stream_logprobs | chat_stream_vllm with `logprobs` and `top_logprobs` 1: its logprobs too | as above |
+
+`--servers base --base DIR` serves ours from another checkout (`git worktree add --detach DIR REF`), in the same
+rounds, for chat_stream, chat_whole and completion_whole: a change measured against the code before it. The
+ratios then pair ours with base, and usage and logprobs with chat_stream_vllm: what they cost a chunk.
 
 Measured as W10 is (harness/streaming.py): the server pinned to core 0, the load generator (loadgen/streams.py,
 uvloop, a raw HTTP/1.1 client) pinned to core 1; each workload's answer is checked first (every chunk parsed);
@@ -37,13 +44,25 @@ WORKLOADS = {
     "chat_stream": {"kind": "chat", "stream": True},
     "chat_whole": {"kind": "chat", "stream": False},
     "completion_whole": {"kind": "completion", "stream": False},
-}
+    "chat_stream_vllm": {"kind": "chat", "stream": True, "model": "vllm_tokens"},
+    "chat_stream_usage": {
+        "kind": "chat", "stream": True, "model": "vllm_tokens", "extra": {"stream_options": {"include_usage": True}},
+    },
+    "chat_stream_logprobs": {
+        "kind": "chat", "stream": True, "model": "vllm_tokens", "extra": {"logprobs": True, "top_logprobs": 1},
+    },
+}  # fmt: skip
 # Ours runs in this interpreter (this checkout first on its PYTHONPATH); its requirements are those of its caller.
 PEERS = {
     "ours": servers.Peer("", (), "ours_w11_app.py"),
+    "base": servers.Peer("", (), "ours_w11_app.py"),  # ours at another checkout (--base DIR), in this interpreter
     "litserve": servers.Peer("litserve-openai", envs.LITSERVE_REQUIREMENTS, "litserve_w11_app.py", ready=("/health",)),
 }
-SERVED = {"ours": tuple(WORKLOADS), "litserve": ("chat_stream", "chat_whole")}
+SERVED = {
+    "ours": tuple(WORKLOADS),
+    "base": ("chat_stream", "chat_whole", "completion_whole"),
+    "litserve": ("chat_stream", "chat_whole"),
+}
 # What each of ours is compared with: LitServe has no /v1/completions.
 COUNTERPART = {"chat_stream": "chat_stream", "chat_whole": "chat_whole", "completion_whole": "chat_whole"}
 METRICS = streaming.metrics("rate", "chunk", "chunk", "c=1")
@@ -51,7 +70,8 @@ LOADGEN_ENV = {"PYTHONPATH": str(envs.ROOT)}  # the load generator imports oip_a
 
 
 def measure_server(name: str, python: Path, args: Any, run: Run, round_index: int) -> None:
-    env = servers.environment(PEERS[name], python, envs.ROOT if name == "ours" else None)
+    checkout = {"ours": envs.ROOT, "base": args.base}.get(name)
+    env = servers.environment(PEERS[name], python, checkout)
     log = args.results / "raw" / "logs" / f"{name}.log"
     try:
         with servers.running(servers.app_server(name, PEERS[name], python, log, env=env)) as server:
@@ -73,16 +93,18 @@ def main(argv: list[str]) -> None:
     parser = rounds.parser("W11", __doc__, list(PEERS))
     parser.add_argument("--ttft-repeat", type=int, help="answers in the time-to-first-chunk probe (default 30)")
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results" / "w11")
+    parser.add_argument("--base", type=Path, help="serve 'base' from this checkout of oip-asgi")
     args = parser.parse_args(argv)
+    if "base" in args.servers.split(",") and args.base is None:
+        parser.error("--servers base needs --base DIR, a checkout of the commit to compare with")
     rounds.defaults(args, 3, 3.0, 1.0, 0.5)
     args.ttft_repeat = args.ttft_repeat or (10 if args.quick else 30)
     # Ours and the load generator run on this interpreter (the project's environment, this checkout first).
     args.loadgen_python = Path(sys.executable)
     run = Run()
     names = [name for name in PEERS if name in args.servers.split(",")]
-    pythons, failures = servers.install({name: PEERS[name] for name in names if name != "ours"})
-    if "ours" in names:
-        pythons = {"ours": Path(sys.executable), **pythons}
+    pythons, failures = servers.install({name: PEERS[name] for name in names if name not in ("ours", "base")})
+    pythons = {**{name: Path(sys.executable) for name in ("ours", "base") if name in names}, **pythons}
     for name, reason in failures.items():
         run.fail(name, "server", reason)
     versions = {name: envs.versions(python, ("oip-asgi", "litserve", "uvicorn", "uvloop", "fastapi"))
@@ -96,6 +118,10 @@ def main(argv: list[str]) -> None:
     medians = rounds.medians(run.samples)
     pairs = {f"ours.{mine}/litserve.{theirs}": (f"ours.{mine}", f"litserve.{theirs}")
              for mine, theirs in COUNTERPART.items()}  # fmt: skip
+    pairs.update({f"ours.{workload}/base.{workload}": (f"ours.{workload}", f"base.{workload}")
+                  for workload in SERVED["base"]})  # fmt: skip
+    pairs.update({f"ours.chat_stream_{asked}/ours.chat_stream_vllm": (f"ours.chat_stream_{asked}",
+                  "ours.chat_stream_vllm") for asked in ("usage", "logprobs")})  # fmt: skip
     ratios = rounds.ratios(run.samples, pairs, list(METRICS))
     settings = {"rounds": args.rounds, "seconds": args.seconds, "warmup": args.warmup, "tokens": TOKENS,
                 "ttft_repeat": args.ttft_repeat}  # fmt: skip

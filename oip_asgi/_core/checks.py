@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from .._declarations.datatypes import DATATYPES, element_size
+from .._declarations.datatypes import DATATYPES, ELEMENT_SIZES, element_size
 from .._declarations.errors import BadRequest, quoted
 from .._declarations.spec import TensorSpec
 from .request import RequestedOutput
@@ -41,7 +41,7 @@ def check_shape(tensor: TensorHeader) -> None:
         raise BadRequest(negative_dimensions(tensor.name, shape))
     # numpy counts an array's bytes in int64, zero dimensions aside: [0, 2**62] is too large even empty.
     count = math.prod(shape) or math.prod(dim for dim in shape if dim)
-    if count * (element_size(tensor.datatype) or 8) > _MAX_BYTES:
+    if count * (ELEMENT_SIZES.get(tensor.datatype) or 8) > _MAX_BYTES:
         raise BadRequest(
             f"input {quoted(tensor.name)}: shape {shape_text(shape)} holds more bytes than int64 can count"
         )
@@ -83,7 +83,11 @@ def unknown_datatype(name: str, datatype: str) -> str:
 
 
 def check_inputs(model: ServedModel, inputs: Sequence[TensorHeader]) -> None:
-    seen = _unique([tensor.name for tensor in inputs], "input {} appears more than once")
+    seen: set[str] = set()
+    for tensor in inputs:  # a loop of its own: a name given twice is told before anything else
+        if tensor.name in seen:
+            raise BadRequest(f"input {quoted(tensor.name)} appears more than once")
+        seen.add(tensor.name)
     for tensor in inputs:
         if tensor.datatype not in DATATYPES:
             raise BadRequest(unknown_datatype(tensor.name, tensor.datatype))

@@ -7,10 +7,10 @@ applies classification, and fails with the same messages on every wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from .._declarations.errors import BadRequest, ModelError
@@ -22,11 +22,12 @@ from .request import DecodedRequest, RequestedOutput
 from .serving import ServedModel
 from .tensors import output_array, shape_text
 
+_ABSENT: Any = object()
+_ndarray = np.ndarray
 DEFAULT_OUTPUT = "OUTPUT0"  # the name a single unnamed result gets when a model declares no outputs
 
 
-@dataclass(slots=True)
-class OutputTensor:
+class OutputTensor(msgspec.Struct, gc=False):  # a Struct: built for every response, cheaper than a dataclass
     name: str
     array: np.ndarray
     datatype: str
@@ -43,21 +44,27 @@ def model_outputs(
 ) -> tuple[list[OutputTensor], dict[str, Any] | None]:
     """The outputs to send, in order, and the response's parameters, from what the model returned."""
     parameters = output_parameters = None
-    if isinstance(result, Result):
-        parameters = _parameters(model, result.parameters, "response parameters")
-        output_parameters = result.output_parameters
-        result = result.outputs
-    produced = _produced_outputs(model, result)
+    if type(result) is dict:  # the usual result: a mapping of output name to value
+        produced: Mapping[Any, Any] = result
+    else:
+        if isinstance(result, Result):
+            parameters = _parameters(model, result.parameters, "response parameters")
+            output_parameters = result.output_parameters
+            result = result.outputs
+        produced = _produced_outputs(model, result)
+    wanted: Sequence[tuple[Any, RequestedOutput | None]]
     if request.outputs is not None:
-        wanted: list[tuple[Any, RequestedOutput | None]] = [(output.name, output) for output in request.outputs]
+        wanted = [(output.name, output) for output in request.outputs]
     elif model.outputs is not None:
-        wanted = [(spec.name, None) for spec in model.outputs]
+        wanted = model.every_output
     else:
         wanted = [(output, None) for output in produced]
-    if model.outputs is not None:
+        for output in produced:
+            if not isinstance(output, str):  # it would go out as a number or base64 text: a name nobody asked for
+                raise ModelError(f"model '{model.name}' returned an output keyed {output!r}; output names are strings")
+    if model.output_names is not None and not produced.keys() <= model.output_names:
         undeclared = [output for output in produced if model.output_spec(output) is None]
-        if undeclared:
-            raise ModelError(f"model '{model.name}' returned undeclared outputs: {', '.join(map(repr, undeclared))}")
+        raise ModelError(f"model '{model.name}' returned undeclared outputs: {', '.join(map(repr, undeclared))}")
     if output_parameters:
         unknown = [output for output in output_parameters if output not in produced]
         if unknown:
@@ -65,16 +72,28 @@ def model_outputs(
             raise ModelError(f"model '{model.name}' returned parameters for outputs it did not return: {names}")
 
     outputs: list[OutputTensor] = []
+    forms = model.output_forms
     for output, requested in wanted:
-        if not isinstance(output, str):  # it would go out as a number or base64 text: a name nobody asked for
-            raise ModelError(f"model '{model.name}' returned an output keyed {output!r}; output names are strings")
-        if output not in produced:
+        value = produced.get(output, _ABSENT)
+        if value is _ABSENT:
             if model.outputs is None:
                 raise BadRequest(
                     f"model '{model.name}' did not produce output '{output}' (it produced {', '.join(produced)})"
                 )
             raise ModelError(f"model '{model.name}' did not return its declared output '{output}'")
-        array, datatype = _output_array(model, output, produced[output])
+        # An array of a dtype and shape this output was found to go out as it is: nothing to cast or check again
+        # (a BYTES one's element is checked: an object array may hold anything). A stream's every token passes here.
+        form = forms.get(output)
+        if (
+            form is not None
+            and type(value) is _ndarray
+            and value.dtype in form[1]
+            and value.shape in form[2]
+            and (not form[3] or (value.size == 1 and type(value.item()) is bytes))
+        ):
+            array, datatype = value, form[0]
+        else:
+            array, datatype = _output_array(model, output, value)
         if requested is not None and requested.classification is not None:
             labels = model.labels_for(output)
             if labels is not None and array.ndim and array.shape[-1] > len(labels):
@@ -84,8 +103,10 @@ def model_outputs(
                 )
             array = classify(output, array, datatype, requested.classification, labels)
             datatype = "BYTES"
-        own = output_parameters.get(output) if output_parameters else None
-        outputs.append(OutputTensor(output, array, datatype, _output_parameters(model, output, own), requested))
+        if output_parameters and (own := output_parameters.get(output)) is not None:
+            outputs.append(OutputTensor(output, array, datatype, _output_parameters(model, output, own), requested))
+        else:
+            outputs.append(OutputTensor(output, array, datatype, None, requested))
     return outputs, parameters
 
 
@@ -123,7 +144,21 @@ def _output_array(model: ServedModel, output: str, value: Any) -> tuple[np.ndarr
             f"model '{model.name}' returned output '{output}' with shape {shape_text(array.shape)}, "
             f"declared {shape_text(spec.shape)}"
         )
+    if spec is not None and type(value) is np.ndarray and (array is value or value.dtype == object):
+        _found_as_it_is(model, output, datatype, value)  # (a BYTES array of objects is checked on each response)
     return array, datatype
+
+
+_FORMS = 16  # the dtypes and shapes kept an output: beyond them (a batch's every size), the checks run again
+
+
+def _found_as_it_is(model: ServedModel, output: str, datatype: str, value: np.ndarray) -> None:
+    """Remember that `value`'s dtype and shape go out as they are for `output` of `model`."""
+    form = model.output_forms.setdefault(output, (datatype, [], set(), datatype == "BYTES"))
+    if value.dtype not in form[1] and len(form[1]) < _FORMS:
+        form[1].append(value.dtype)
+    if len(form[2]) < _FORMS:
+        form[2].add(value.shape)
 
 
 def _parameters(model: ServedModel, value: Any, what: str) -> dict[str, Any] | None:
@@ -142,8 +177,6 @@ def _parameters(model: ServedModel, value: Any, what: str) -> dict[str, Any] | N
 
 
 def _output_parameters(model: ServedModel, output: str, value: Any) -> dict[str, Any] | None:
-    if value is None:  # nearly every output: nothing to check
-        return None
     parameters = _parameters(model, value, f"parameters for output '{output}'")
     reserved = sorted(_RESERVED_OUTPUT_PARAMETERS.intersection(parameters or ()))
     if reserved:

@@ -26,7 +26,7 @@ def _float16_doubles() -> np.ndarray:
 def json_numbers(array: np.ndarray) -> bytes:
     """The flat JSON array of a numeric, native-endian tensor (finite floats only: NaN prints null)."""
     flat = array.ravel()  # orjson takes C-contiguous arrays; ravel copies only when the array is not
-    if flat.dtype == np.float16:
+    if flat.dtype.char == "e":  # float16 (a dtype compared with a type costs a dtype made from the type)
         flat = _float16_doubles()[flat.view(np.uint16)]
     return orjson.dumps(flat, option=_NUMPY)
 

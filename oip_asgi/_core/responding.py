@@ -24,7 +24,6 @@ from .inference import OutputTensor, model_outputs
 from .request import DecodedRequest
 from .serving import ServedModel, error_id
 from .statistics import RequestTimes, now
-from .streaming import END
 from .trace_settings import TraceSettings
 from .tracing import Trace, TracingUnavailable, tracer
 from .workers import Escaped
@@ -158,7 +157,22 @@ class Responder:
             try:
                 # The model's call inline, not in a helper coroutine: one frame fewer on the hot path.
                 try:
-                    result = await model(request, times)
+                    direct = model.direct
+                    if direct is not None:  # an async function awaited here, as it is
+                        times.called = True
+                        times.submitted = times.started = now()
+                        model.in_flight += 1
+                        try:
+                            result = await direct(**request.inputs)
+                        except OIPError:
+                            raise  # raised on purpose: the client gets its status and message
+                        except (Exception, SystemExit) as exc:
+                            raise model.failure(exc) from exc
+                        finally:
+                            times.ended = now()
+                            model.in_flight -= 1
+                    else:
+                        result = await model(request, times)
                 except asyncio.CancelledError:
                     request.cancelled = True  # the client left: a model that runs on sees it (is_cancelled())
                     raise
@@ -205,6 +219,8 @@ class Responder:
         self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes, level: tuple[str, ...]
     ) -> None:
         """`streaming`'s body, traced at `level` (the whole stream, from its request to its end) unless ()."""
+        from .streaming import END  # a decoupled model's: imported by the servers that serve one
+
         trace = None
         if level:
             trace = Trace(self.tracer, model, level, times)

@@ -396,7 +396,7 @@ class ServerCore:
             model = self.served.get(name, version)  # the hot path: no coroutine for a model that is there
         except NotFound:
             model = await self.model(name, version)
-        model.hold()  # from here until it is responded to: an unload waits for it
+        model.holders += 1  # held from here until it is responded to: an unload waits for it (`ServedModel.hold`)
         try:
             if model.state != "READY":
                 await model.ensure_ready()

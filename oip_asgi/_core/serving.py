@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import secrets
+import os
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -21,13 +21,18 @@ import anyio.to_thread
 from .._declarations.errors import ModelError, ModelNotReady, OIPError
 from .._declarations.model import Model, Outcome, Outputs
 from .._declarations.result import Later
-from .batching import Batcher, InvokeEach
 from .inline import InlineCalls
-from .lanes import Lanes
 from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
-from .streaming import AsyncSteps, Steps, SyncSteps
 from .workers import Escaped, WorkerPool
+
+if TYPE_CHECKING:
+    from .batching import Batcher, InvokeEach
+    from .lanes import Lanes
+    from .streaming import Steps
+
+# A model's batcher, its instances' lanes and a decoupled model's steps are imported by the servers whose
+# models have them: a start that serves none pays for none.
 
 logger = logging.getLogger("oip_asgi")
 
@@ -43,7 +48,7 @@ VERSION_TRANSITIONS: dict[State, frozenset[State]] = {
 
 def error_id() -> str:
     """A short id that ties what a client is told to the log line holding the rest."""
-    return secrets.token_hex(4)
+    return os.urandom(4).hex()  # what secrets.token_hex(4) does, without importing secrets (and hashlib, random)
 
 
 class ServedModel:
@@ -59,6 +64,12 @@ class ServedModel:
         self.outputs = model.outputs
         self.input_spec = model.input_spec
         self.output_spec = model.output_spec
+        self.output_names = None if model.outputs is None else frozenset(spec.name for spec in model.outputs)
+        # What a request that names no outputs gets: every declared one, in order (none declared: what it returns).
+        self.every_output: tuple[tuple[str, None], ...] = tuple((spec.name, None) for spec in model.outputs or ())
+        # Each output's datatype, the array dtypes and shapes found to go out as they are, whether it is BYTES
+        # (inference.py).
+        self.output_forms: dict[str, tuple[str, list[Any], set[tuple[int, ...]], bool]] = {}
         self.labels_for = model.labels_for
         self.decoupled = model.decoupled  # a generator: it answers over time, on a streaming body
         calling = model.calling  # how to call it: read here once, never per request
@@ -70,7 +81,11 @@ class ServedModel:
         # number wait here, on the loop, rather than hold a worker thread each.
         self._instance_count = calling.instance_count
         self._instance_slots: asyncio.Semaphore | None = None  # an async execute's
-        self._lanes = Lanes(pool, self._instance_count) if self._instance_count and not model.is_async else None
+        self._lanes: Lanes | None = None
+        if self._instance_count and not model.is_async:
+            from .lanes import Lanes
+
+            self._lanes = Lanes(pool, self._instance_count)
         self.pool = pool
         # A model file's library call: pure computation, which may run on the loop when cheaper than the hop.
         self.inline = InlineCalls() if calling.computes_only else None
@@ -86,6 +101,8 @@ class ServedModel:
         self._released: asyncio.Event | None = None
         self.batcher: Batcher | None = None
         if model.max_batch_size is not None:
+            from .batching import Batcher
+
             assert model.outputs is not None  # checked when declared
             self.batcher = Batcher(
                 name,
@@ -97,6 +114,11 @@ class ServedModel:
                 statistics=self.statistics,
                 each=self._each(),
             )
+        # An async model of plain inputs, with no batcher, limit or instances between: the answering body awaits
+        # its function itself (`Responder.once`), with no coroutine of the core between them.
+        plain = not (model.takes_parameters or model.takes_input_parameters or calling.takes_requests)
+        direct = model.is_async and plain and self.batcher is None and self._instance_count is None
+        self.direct: Callable[..., Any] | None = model.predict if direct and model.max_concurrency is None else None
 
     def _each(self) -> InvokeEach | None:
         """How a batch of a model that takes requests goes to it: as a list, each request's outcome back (a
@@ -353,6 +375,8 @@ class ServedModel:
             raise
         except Exception as exc:
             raise self.failure(exc) from exc
+        from .streaming import AsyncSteps, SyncSteps
+
         if inspect.isasyncgen(produced):
             steps: Steps = AsyncSteps(produced, times)
         elif inspect.isgenerator(produced):

@@ -42,16 +42,15 @@ class Duration:
         return StatisticDuration(self.count, self.ns)
 
 
-@dataclass(slots=True)
-class CallTimes:
+# Structs, not dataclasses: made on every request, and msgspec's __init__ is C (no Python frame).
+class CallTimes(msgspec.Struct, gc=False):
     """When a model call started and ended (perf_counter_ns), as the thread or task that ran it saw."""
 
     started: int = 0
     ended: int = 0
 
 
-@dataclass(slots=True)
-class RequestTimes(CallTimes):
+class RequestTimes(CallTimes, gc=False, kw_only=True):
     """One request's way through the core, for its model's statistics (its call's times included)."""
 
     start: int = 0

@@ -10,7 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from .._declarations.datatypes import datatype_of, element_size, native_dtype, numpy_dtype, rounds_to_infinity
+from .._declarations.datatypes import (
+    DATATYPE_OF_NATIVE,
+    NATIVE_DTYPES,
+    datatype_of,
+    element_size,
+    native_dtype,
+    numpy_dtype,
+    rounds_to_infinity,
+)
 from .._declarations.errors import BadRequest, ModelError, quoted
 
 _LENGTH = struct.Struct("<I")
@@ -114,7 +122,7 @@ def output_array(model: str, name: str, value: Any, datatype: str | None) -> tup
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
     except Exception as exc:  # a ragged list, a torch tensor that requires grad: the array-like's own words
         raise ModelError(f"model '{model}': output '{name}' is not an array: {type(exc).__name__}: {exc}") from exc
-    actual = datatype_of(array.dtype)
+    actual = DATATYPE_OF_NATIVE.get(array.dtype) or datatype_of(array.dtype)
     if datatype is None:
         if actual is None:
             raise ModelError(
@@ -123,7 +131,7 @@ def output_array(model: str, name: str, value: Any, datatype: str | None) -> tup
         datatype = actual
     if datatype == "BYTES":
         return _as_bytes_array(model, name, array), datatype
-    target = native_dtype(datatype)
+    target = NATIVE_DTYPES.get(datatype) or native_dtype(datatype)
     if array.dtype != target:
         if actual is None or actual == "BYTES" or not np.can_cast(array.dtype, target, casting="same_kind"):
             raise ModelError(

@@ -24,8 +24,8 @@ _NUMPY: dict[str, np.dtype] = {
     "BYTES": np.dtype(object),
 }
 # The same in the host's byte order: what arrays are built in and models get.
-_NATIVE = {name: dtype.newbyteorder("=") for name, dtype in _NUMPY.items()}
-_DATATYPE_OF_NATIVE = {dtype: name for name, dtype in _NATIVE.items() if name != "BYTES"}  # the usual case
+NATIVE_DTYPES = {name: dtype.newbyteorder("=") for name, dtype in _NUMPY.items()}
+DATATYPE_OF_NATIVE = {dtype: name for name, dtype in NATIVE_DTYPES.items() if name != "BYTES"}  # the usual case
 _DATATYPE_OF_KIND = {(dt.kind, dt.itemsize): name for name, dt in _NUMPY.items() if name != "BYTES"}
 
 DATATYPES: tuple[str, ...] = (*_NUMPY, "BF16")
@@ -60,13 +60,13 @@ def numpy_dtype(datatype: str) -> np.dtype:
 
 def native_dtype(datatype: str) -> np.dtype:
     """`numpy_dtype` in the host's byte order."""
-    dtype = _NATIVE.get(datatype)
+    dtype = NATIVE_DTYPES.get(datatype)
     return dtype if dtype is not None else numpy_dtype(datatype).newbyteorder("=")
 
 
 def datatype_of(dtype: np.dtype) -> str | None:
     """The protocol datatype of a numpy dtype, or None when the protocol has none for it."""
-    datatype = _DATATYPE_OF_NATIVE.get(dtype)
+    datatype = DATATYPE_OF_NATIVE.get(dtype)
     if datatype is not None:
         return datatype
     if dtype.kind in "OSU":
@@ -77,9 +77,9 @@ def datatype_of(dtype: np.dtype) -> str | None:
     return datatype
 
 
-_ELEMENT_SIZE = {**{name: dtype.itemsize for name, dtype in _NUMPY.items()}, "BYTES": 0, "BF16": 2}
+ELEMENT_SIZES = {**{name: dtype.itemsize for name, dtype in _NUMPY.items()}, "BYTES": 0, "BF16": 2}
 
 
 def element_size(datatype: str) -> int:
     """Bytes per element in binary form; BYTES has no fixed size and answers 0."""
-    return _ELEMENT_SIZE[datatype]
+    return ELEMENT_SIZES[datatype]

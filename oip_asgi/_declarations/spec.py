@@ -25,6 +25,10 @@ class TensorSpec:
         object.__setattr__(self, "shape", checked_shape(self.shape, where))
 
     def accepts_shape(self, shape: Sequence[int]) -> bool:
-        return len(shape) == len(self.shape) and all(
-            want in (-1, got) for want, got in zip(self.shape, shape, strict=False)
-        )
+        dims = self.shape
+        if len(shape) != len(dims):
+            return False
+        for want, got in zip(dims, shape, strict=True):  # a loop, not all() of a generator: on every request
+            if want != got and want != -1:
+                return False
+        return True

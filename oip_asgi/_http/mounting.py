@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from starlette.routing import BaseRoute, Match, Mount, Router
-from starlette.types import ASGIApp, Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .paths import mounted_paths
 
@@ -45,6 +45,32 @@ class OIPMount(Mount):
             "path": paths[1],
             "endpoint": self.app,
         }
+
+
+class InFront:
+    """`app` mounted at `prefix`, answered ahead of `host` (the host's middleware stack and router): a request
+    below `prefix` goes straight to `app`, every other request and the lifespan to `host`.
+
+    Only where a user asks for it (`oip_asgi.mount(..., bypass_host_middleware=True)`): the host's middleware
+    (authentication, say) then never sees the app's requests.
+    """
+
+    __slots__ = ("app", "host", "prefix")
+
+    def __init__(self, app: ASGIApp, prefix: str, host: ASGIApp) -> None:
+        self.app = app
+        self.prefix = prefix
+        self.host = host
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            mount_point = scope.get("root_path", "") + self.prefix
+            path: str = scope["path"]
+            if path.startswith(mount_point) and (len(path) == len(mount_point) or path[len(mount_point)] == "/"):
+                scope["root_path"] = mount_point  # in place, as Starlette's own mounts change the scope they route
+                await self.app(scope, receive, send)
+                return
+        await self.host(scope, receive, send)
 
 
 def answer_own_path(host: Any, app: ASGIApp) -> list[str]:

@@ -14,6 +14,10 @@ router of its one table), matching as Starlette's does:
 - else the first table whose prefix holds the path answers 404 in its own words and format; a path
   under no prefix gets the router's `fallback` table's.
 
+The first table's first route may be its wire's *front* (REST's inference): the router tries it first, with
+one match of its pattern under its prefix, and its endpoint gets the request's scope as it came (such an
+endpoint reads no path from it). It answers what the tables would have: the first route of the first table.
+
 The route's group is checked before it answers, or is a 405: a restricted path tells nothing more.
 Whatever an endpoint raises ends at the boundary: a client that left is nobody to answer, a response
 that failed to send can only be logged, and anything else is answered in the table's error format.
@@ -81,7 +85,7 @@ class Route:
     """A path pattern below its table's mount point, the methods it takes, its endpoint, and its API group
     (Triton's names, which a restricted API rule names). `name` is what it does (the OpenAPI operation)."""
 
-    __slots__ = ("endpoint", "fullmatch", "group", "methods", "name", "pattern")
+    __slots__ = ("endpoint", "front", "fullmatch", "group", "methods", "name", "pattern", "trailing_slash")
 
     def __init__(
         self,
@@ -92,13 +96,17 @@ class Route:
         methods: Iterable[str] = ("GET",),
         name: str = "",
         trailing_slash: bool = True,
+        front: bool = False,
     ) -> None:
         self.pattern = pattern
         self.endpoint = endpoint
         self.group = group
         self.methods = tuple(methods)
         self.name = name
+        self.trailing_slash = trailing_slash
         self.fullmatch = compile_pattern(pattern, trailing_slash=trailing_slash).fullmatch
+        # The wire's most frequent request: tried first, its endpoint handed the scope as it came (unmounted).
+        self.front = front
 
     def __repr__(self) -> str:
         return f"Route({self.pattern!r}, methods={self.methods}, group={self.group!r}, name={self.name!r})"
@@ -110,7 +118,9 @@ class Table:
 
     `send_error` sends an error in the wire's format; `not_found` is the error for a path below the
     mount point (the request's scope as mounted) that no route matches; `core.client_error` makes any
-    exception what the client is told. `first_request` runs at a router's first request.
+    exception what the client is told. `first_request` runs at a router's first request. `authorize`,
+    where given, checks every request the table answers, before anything else (an API key): it raises
+    the error that refuses one.
     """
 
     routes: Sequence[Route]
@@ -119,6 +129,7 @@ class Table:
     not_found: Callable[[Scope, str], OIPError]
     restrictions: Mapping[str, Restriction] = field(default_factory=dict)
     first_request: Callable[[Scope], None] | None = None
+    authorize: Callable[[Scope], None] | None = None
 
 
 class Router:
@@ -148,6 +159,12 @@ class Router:
         self._lifespan_app = lifespan
         self._fallback = tables[0][1] if fallback is None else fallback
         self._seen_first = False
+        self._front: tuple[Callable[[str], re.Match[str] | None], Table, Route] | None = None
+        prefix, first = tables[0]
+        if first.routes and first.routes[0].front:  # the first route of all: what `_match` would find first
+            route = first.routes[0]
+            pattern = re.escape(prefix) + compile_pattern(route.pattern, trailing_slash=route.trailing_slash).pattern
+            self._front = re.compile(pattern).fullmatch, first, route
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -156,11 +173,20 @@ class Router:
             return  # websockets are not part of the protocols; refusing the handshake closes them
         if not self._seen_first:
             self._before_first_request(scope)
-        path = route_path(scope)
-        table, route, match, prefix = self._match(path, scope["method"])
-        if prefix:
-            scope = mounted_scope(scope, prefix) or scope  # under it: _match found it there
+        path: str = scope["path"]
+        if scope.get("root_path"):
+            path = route_path(scope)
+        front = self._front
+        route: Route | None
+        if front is not None and scope["method"] in front[2].methods and (match := front[0](path)) is not None:
+            table, route = front[1], front[2]
+        else:
+            table, route, match, prefix = self._match(path, scope["method"])
+            if prefix:
+                scope = mounted_scope(scope, prefix) or scope  # under it: _match found it there
         try:
+            if table.authorize is not None:
+                table.authorize(scope)
             if route is None:
                 raise table.not_found(scope, path[len(prefix) :])
             restriction = table.restrictions.get(route.group)

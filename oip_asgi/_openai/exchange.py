@@ -1,27 +1,28 @@
-"""The core's exchanges for this wire: a text request (completion or chat) answered whole or as
-server-sent chunks, and an embedding request answered whole.
+"""The core's exchange for a text request (completion or chat), answered whole or as server-sent chunks.
 
 A text request's responses are its model's ``text_output`` values, in order. Answered whole, their
-texts are joined into one choice; streamed, each non-empty one is a chunk as it comes, after a first
-chunk that gives a chat answer its role, and before a last one with the ``finish_reason``, the usage
-chunk asked for with ``stream_options.include_usage``, and ``data: [DONE]``.
+texts are joined into one choice; streamed, each one that carries text (or token logprobs) is a chunk as
+it comes, after a first chunk that gives a chat answer its role (and a completion's echo, its prompt),
+and before a last one with the ``finish_reason``, the usage chunk asked for with
+``stream_options.include_usage``, and ``data: [DONE]``. Streamed and whole, the same responses make the
+same text, usage and finish_reason.
 
-What is counted without a tokenizer: ``completion_tokens`` is the responses that carried text (one
-token each in the vLLM backend's streaming), ``prompt_tokens`` is 0; a model that knows better sets
-them as its response parameters ``prompt_tokens`` and ``completion_tokens`` (the last value sent
-counts), and may set ``finish_reason`` too. Otherwise ``finish_reason`` is ``length`` when
-``max_tokens`` was asked for and reached, ``stop`` else.
+What the model tells, by what it declares (conventions.py): the vLLM backend's additional outputs, when it
+declares them: ``finish_reason`` (its last value that is not "None"), ``num_input_tokens`` (the usage's
+``prompt_tokens``), ``num_output_tokens`` (summed over the responses: ``completion_tokens``) and
+``logprobs``. Without them, its response parameters ``prompt_tokens`` and ``completion_tokens`` (the last
+value sent counts) and ``finish_reason``; without those, ``completion_tokens`` counts the responses that
+carried text (one token each in the vLLM backend's streaming), ``prompt_tokens`` is 0, and
+``finish_reason`` is ``length`` when ``max_tokens`` was asked for and reached, ``stop`` else.
 """
 
 from __future__ import annotations
 
-import base64
 import uuid
 import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-import numpy as np
 from starlette.types import Receive, Send
 
 from .._core.inference import OutputTensor
@@ -31,13 +32,19 @@ from .._core.serving import ServedModel
 from .._declarations.errors import ModelError, OIPError, quoted
 from .._http.disconnect import DisconnectWatch
 from .chat import render_chat
-from .conventions import EmbeddingModel, TextModel, embedding_model, text_model
+from .conventions import TEXT_OUTPUT, EmbeddingModel, TextModel, VllmEmbeddingModel, embedding_model, text_model
 from .errors import InvalidField, UnsuitableModel, error_object
 from .http import DONE, end_events, send_body, send_event, start_events
-from .schemas import ChatRequest, CompletionRequest, EmbeddingRequest, encoder
-from .texts import max_tokens_of, prompt_of, sampling_parameters
+from .logprobs import Position, TokenLogprobs, positions
+from .sampling import Asked
+from .schemas import ChatRequest, CompletionRequest, encoder
+from .texts import prompt_of
 
-Convention = TypeVar("Convention", TextModel, EmbeddingModel)
+Convention = TypeVar("Convention", TextModel, EmbeddingModel | VllmEmbeddingModel)
+# What one response tells besides its text: finish_reason, num_input_tokens, num_output_tokens, logprobs.
+Extras = tuple[str | None, int | None, int | None, list[Position] | None]
+Piece = tuple[str, dict[str, Any] | None, Extras | None]
+_UNFINISHED = ("", "None", "none", "null")  # the vLLM backend's finish_reason of a response that is not the last
 
 
 class _Readings(Generic[Convention]):
@@ -61,19 +68,27 @@ class _Readings(Generic[Convention]):
 
 
 text_convention = _Readings(text_model)
-embedding_convention = _Readings(embedding_model)
+embedding_convention: _Readings[EmbeddingModel | VllmEmbeddingModel] = _Readings(embedding_model)
 
 
 class TextExchange(DisconnectWatch):
-    """A completion (`chat` false) or chat completion request, for the core's streaming body."""
+    """A completion or chat completion request, for the core's streaming body; `asked` is what it asks."""
 
     def __init__(
-        self, request: CompletionRequest | ChatRequest, send: Send, receive: Receive, *, received: int, created: int
+        self,
+        request: CompletionRequest | ChatRequest,
+        asked: Asked,
+        send: Send,
+        receive: Receive,
+        *,
+        received: int,
+        created: int,
     ) -> None:
         super().__init__(receive)
         self.received = received
         self.sent = self.responses = 0
         self.request = request
+        self.asked = asked
         self.chat = isinstance(request, ChatRequest)
         self.endpoint = "/v1/chat/completions" if self.chat else "/v1/completions"
         self.streaming = request.stream
@@ -82,6 +97,12 @@ class TextExchange(DisconnectWatch):
         self._texts: list[str] = []
         self._tokens = 0
         self._parameters: dict[str, Any] = {}
+        self._finish: str | None = None  # the model's finish_reason output
+        self._prompt_tokens: int | None = None  # its num_input_tokens
+        self._counted: int | None = None  # its num_output_tokens, summed
+        self._echo: str | None = None  # the prompt this server puts before the answer (a completion's echo)
+        self._decoded: DecodedRequest | None = None  # the model's request, once decoded
+        self._logprobs = TokenLogprobs(chat=self.chat, top=asked.logprobs) if asked.logprobs is not None else None
         kind = "chat.completion" if self.chat else "text_completion"
         self._id = f"{'chatcmpl' if self.chat else 'cmpl'}-{uuid.uuid4().hex}"
         self._object = kind
@@ -100,23 +121,47 @@ class TextExchange(DisconnectWatch):
             )
             self._head = b"data: " + head[:-1] + b',"choices":[{"index":0,'
             self._open = b'"delta":{"content":' if self.chat else b'"text":'
-            close = (
-                b'},"logprobs":null,"finish_reason":null}]' if self.chat else b',"logprobs":null,"finish_reason":null}]'
-            )
-            self._close = close + (b',"usage":null}\n\n' if self._include_usage else b"}\n\n")
+            end = b',"usage":null}\n\n' if self._include_usage else b"}\n\n"
+            self._close = (b"}" if self.chat else b"") + b',"logprobs":null,"finish_reason":null}]' + end
+            self._middle = (b"}" if self.chat else b"") + b',"logprobs":'  # a chunk with token logprobs
+            self._tail = b',"finish_reason":null}]' + end
 
     async def decode(self, model: ServedModel) -> DecodedRequest:
         convention = text_convention(model)
-        request = self.request
+        request, asked = self.request, self.asked
         prompt = render_chat(model, request.messages) if isinstance(request, ChatRequest) else prompt_of(request)
-        decoded = convention.request(prompt, stream=self.streaming, sampling=sampling_parameters(request))
+        extras = convention.extras
+        wanted = []
+        if asked.logprobs is not None:
+            if "logprobs" not in extras:
+                raise InvalidField(
+                    f"logprobs are not available: model {quoted(model.name)} gives no token logprobs (it declares "
+                    "no return_logprobs input and logprobs output, as Triton's vLLM backend does)",
+                    param="logprobs",
+                )
+            wanted.append("logprobs")
+        if "finish_reason" in extras:
+            wanted.append("finish_reason")
+        if asked.usage or "finish_reason" not in extras:  # a count tells `length` where the model does not
+            wanted += [name for name in ("num_input_tokens", "num_output_tokens") if name in extras]
+        model_echoes = asked.echo and convention.echoes and not self.streaming
+        if asked.echo and not model_echoes:
+            self._echo = prompt  # the vLLM backend repeats no prompt when streaming: this server sends it first
+        decoded = convention.request(
+            prompt, stream=self.streaming, sampling=encoder.encode(asked.sampling), echo=model_echoes, extras=wanted
+        )
+        self._decoded = decoded
         self.watch()
         return decoded
 
-    def encode(self, reply: Reply) -> tuple[str, dict[str, Any] | None]:
-        return _text(reply.model, reply.outputs), reply.parameters
+    def encode(self, reply: Reply) -> Piece:
+        outputs = reply.outputs
+        text = _text(reply.model, outputs)
+        if len(outputs) == 1:
+            return text, reply.parameters, None
+        return text, reply.parameters, _extras(reply.model, outputs)
 
-    async def send(self, response: tuple[str, dict[str, Any] | None]) -> None:
+    async def send(self, response: Piece) -> None:
         """A model that answers once: its one response, streamed when asked, as a decoupled model's first."""
         await self.start()
         await self.send_next(response)
@@ -130,19 +175,39 @@ class TextExchange(DisconnectWatch):
         if self.chat:  # the role first, as OpenAI sends it
             role = self._head + b'"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
             await self._event(role + (b',"usage":null}\n\n' if self._include_usage else b"}\n\n"))
+        elif self._echo is not None:  # the prompt first, as vLLM streams a completion's echo
+            await self._event(self._head + self._open + encoder.encode(self._echo) + self._close)
 
-    async def send_next(self, response: tuple[str, dict[str, Any] | None]) -> None:
-        text, parameters = response
+    async def send_next(self, response: Piece) -> None:
+        text, parameters, extras = response
         self.responses += 1
         if parameters:
             self._parameters.update(parameters)
-        if not text:
+        logprobs = None
+        if extras is not None:  # what the model tells besides its text (inline: a stream's every token)
+            finish, prompt_tokens, tokens, found = extras
+            if finish is not None:
+                self._finish = finish
+            if prompt_tokens is not None and self._prompt_tokens is None:
+                self._prompt_tokens = prompt_tokens
+                self._ask_no_more("num_input_tokens")
+            if tokens is not None:
+                self._counted = tokens + (self._counted or 0)
+            if found and self._logprobs is not None:
+                if self.streaming:
+                    logprobs = self._logprobs.chunk(found)
+                else:
+                    self._logprobs.add(found)
+        if not text and logprobs is None:
             return
-        self._tokens += 1
-        if self.streaming:
+        if text:
+            self._tokens += 1
+        if not self.streaming:
+            self._texts.append(text)
+        elif logprobs is None:
             await self._event(self._head + self._open + encoder.encode(text) + self._close)
         else:
-            self._texts.append(text)
+            await self._event(self._head + self._open + encoder.encode(text) + self._middle + logprobs + self._tail)
 
     async def finish(self) -> None:
         reason = self._finish_reason()
@@ -174,6 +239,14 @@ class TextExchange(DisconnectWatch):
         await self._event(b"data: " + encoder.encode(error_object(error)) + b"\n\n")
         await end_events(self._send)
 
+    def _ask_no_more(self, name: str) -> None:
+        """Leave output `name` out of the next responses: the vLLM backend sends it with each, and it tells the
+        same each time (the prompt's tokens). The core reads a request's outputs on each response."""
+        decoded = self._decoded
+        if decoded is not None and decoded.outputs is not None:
+            asked = decoded.outputs
+            decoded.outputs = [output for output in asked if output.name != name]
+
     async def _event(self, data: bytes) -> None:
         await send_event(self._send, data)
         self.sent += len(data)
@@ -183,33 +256,42 @@ class TextExchange(DisconnectWatch):
         return {"id": self._id, "object": kind, "created": self._created, "model": self.request.model}
 
     def _finish_reason(self) -> str:
+        if self._finish is not None:
+            return self._finish
         given = self._parameters.get("finish_reason")
         if isinstance(given, str) and given:
             return given
-        max_tokens = max_tokens_of(self.request)
+        max_tokens = self.asked.max_tokens
         return "length" if max_tokens is not None and self._completion_tokens() >= max_tokens else "stop"
 
     def _completion_tokens(self) -> int:
+        if self._counted is not None:
+            return self._counted
         given = self._parameters.get("completion_tokens")
         return given if isinstance(given, int) and not isinstance(given, bool) else self._tokens
 
     def _usage(self) -> dict[str, int]:
-        given = self._parameters.get("prompt_tokens")
-        prompt = given if isinstance(given, int) and not isinstance(given, bool) else 0
+        prompt = self._prompt_tokens
+        if prompt is None:
+            given = self._parameters.get("prompt_tokens")
+            prompt = given if isinstance(given, int) and not isinstance(given, bool) else 0
         completion = self._completion_tokens()
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
     def _whole(self, reason: str) -> dict[str, Any]:
         text = "".join(self._texts)
+        if self._echo is not None:
+            text = self._echo + text
+        logprobs = None if self._logprobs is None else self._logprobs.whole()
         if self.chat:
             choice: dict[str, Any] = {
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
-                "logprobs": None,
+                "logprobs": logprobs,
                 "finish_reason": reason,
             }
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
+            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": reason}
         return {
             "id": self._id,
             "object": self._object,
@@ -221,91 +303,36 @@ class TextExchange(DisconnectWatch):
 
 
 def _text(model: ServedModel, outputs: list[OutputTensor]) -> str:
-    """The response's ``text_output``: its elements' text, joined."""
-    for output in outputs:
-        if output.name == "text_output":
-            pieces = output.array.ravel().tolist()
-            try:
-                return "".join(piece.decode() if isinstance(piece, bytes) else str(piece) for piece in pieces)
-            except UnicodeDecodeError as exc:
-                raise ModelError(f"model {quoted(model.name)}'s text_output is not UTF-8: {exc}") from None
-    raise ModelError(f"model {quoted(model.name)} answered without its output 'text_output'")
+    """The response's ``text_output`` (the first output asked for): its elements' text, joined."""
+    output = outputs[0]
+    if output.name != TEXT_OUTPUT:
+        raise ModelError(f"model {quoted(model.name)} answered without its output 'text_output'")
+    array = output.array
+    try:
+        if array.size == 1:  # a token: one element
+            piece = array.item(0)
+            return piece.decode() if type(piece) is bytes else str(piece)
+        return "".join(piece.decode() if isinstance(piece, bytes) else str(piece) for piece in array.ravel().tolist())
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"model {quoted(model.name)}'s text_output is not UTF-8: {exc}") from None
 
 
-class EmbeddingExchange:
-    """An embeddings request, for the core's unary body: one model call for every text of ``input``."""
-
-    endpoint = "/v1/embeddings"
-
-    def __init__(self, request: EmbeddingRequest, send: Send, *, received: int) -> None:
-        self.request = request
-        self._send = send
-        self.received = received
-        self.sent = self.responses = 0
-        self._kept: bytes | None = None
-        self._texts = [request.input] if isinstance(request.input, str) else request.input
-        if not self._texts:
-            raise InvalidField("input must hold at least one text", param="input")
-        if request.encoding_format not in ("float", "base64"):
-            raise InvalidField(
-                f"encoding_format must be 'float' or 'base64', got {quoted(request.encoding_format)}",
-                param="encoding_format",
-            )
-
-    async def decode(self, model: ServedModel) -> DecodedRequest:
-        convention = embedding_convention(model)
-        wanted = self.request.dimensions
-        if wanted is not None and convention.dimensions is not None and wanted != convention.dimensions:
-            raise InvalidField(
-                f"dimensions {wanted}: model {quoted(model.name)} gives {convention.dimensions}", param="dimensions"
-            )
-        return convention.request(self._texts)
-
-    def encode(self, reply: Reply) -> bytes:
-        model, parameters = reply.model, reply.parameters
-        array = reply.outputs[0].array
-        if array.ndim != 2 or array.shape[0] != len(self._texts):
-            raise ModelError(
-                f"model {quoted(model.name)} answered {len(self._texts)} texts with an output of shape "
-                f"{list(array.shape)}; the embedding convention wants [{len(self._texts)}, d]"
-            )
-        wanted = self.request.dimensions
-        if wanted is not None and array.shape[1] != wanted:
-            raise InvalidField(
-                f"dimensions {wanted}: model {quoted(model.name)} gives {array.shape[1]}", param="dimensions"
-            )
-        rows = np.ascontiguousarray(array, dtype="<f4")
-        if self.request.encoding_format == "base64":  # the float32 bytes, little-endian, as OpenAI sends them
-            data: list[Any] = [base64.b64encode(row.tobytes()).decode() for row in rows]
-        else:
-            data = rows.tolist()
-        given = (parameters or {}).get("prompt_tokens")
-        tokens = given if isinstance(given, int) and not isinstance(given, bool) else 0
-        return encoder.encode(
-            {
-                "object": "list",
-                "data": [{"object": "embedding", "index": index, "embedding": item} for index, item in enumerate(data)],
-                "model": self.request.model,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            }
-        )
-
-    async def send(self, response: bytes) -> None:
-        await self.start()
-        await self.send_next(response)
-        await self.finish()
-
-    async def start(self) -> None:
-        """Nothing goes out before the one answer: its status depends on the whole of it."""
-
-    async def send_next(self, response: bytes) -> None:
-        if self._kept is not None:
-            raise ModelError("an embedding model answers once: it sent a second response")
-        self._kept = response
-        self.responses += 1
-
-    async def finish(self) -> None:
-        if self._kept is None:
-            raise ModelError("the embedding model sent no response")
-        await send_body(self._send, 200, self._kept)
-        self.sent = len(self._kept)
+def _extras(model: ServedModel, outputs: list[OutputTensor]) -> Extras:
+    """What a response's additional outputs tell (conventions.EXTRAS), as the vLLM backend gives them."""
+    finish = prompt_tokens = tokens = found = None
+    for output in outputs[1:]:
+        try:
+            first = output.array.item(0)  # an int of a count (cast to its declared integer type), a text's bytes
+        except IndexError:  # an empty array tells nothing
+            continue
+        name = output.name
+        if name == "num_output_tokens":
+            tokens = first
+        elif name == "finish_reason":
+            reason = first.decode(errors="replace") if type(first) is bytes else str(first)
+            finish = None if reason in _UNFINISHED else reason
+        elif name == "num_input_tokens":
+            prompt_tokens = first
+        elif name == "logprobs":
+            found = positions(model.name, first)
+    return finish, prompt_tokens, tokens, found

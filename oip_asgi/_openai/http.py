@@ -10,23 +10,23 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from .._declarations.errors import ClientDisconnected, OIPError, PayloadTooLarge, UnsupportedMediaType
+from .._declarations.errors import ClientDisconnected, OIPError, UnsupportedMediaType
 from .._http.events import EVENT_STREAM
 from .._http.headers import header, raw_headers
-from .errors import error_body
+from .errors import BodyTooLarge, error_body, openai_error
 
 JSON = (b"content-type", b"application/json")
 DONE = b"data: [DONE]\n\n"
 
 
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The request body, at most `limit` bytes (a 413 otherwise)."""
+    """The request body, at most `limit` bytes (a 413 otherwise, with OpenAI's error object and Triton's code)."""
     encoding = header(scope, b"content-encoding")
     if encoding is not None and encoding.strip().lower() != b"identity":
         raise UnsupportedMediaType(f"Content-Encoding {encoding.decode('latin-1')!r}: send the JSON body as it is")
     length = header(scope, b"content-length")
     if length is not None and length.strip().isdigit() and int(length) > limit:
-        raise PayloadTooLarge(f"the request body is {int(length)} bytes, over the limit of {limit}")
+        raise _too_large(int(length), limit)
     parts: list[bytes] = []
     size = 0
     while True:
@@ -36,10 +36,17 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
+            raise _too_large(size, limit)
         parts.append(chunk)
         if not message.get("more_body", False):
             return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _too_large(size: int, limit: int) -> BodyTooLarge:
+    return BodyTooLarge(
+        f"Request size of {size} bytes exceeds the maximum allowed input size of {limit} bytes "
+        "(oip-asgi serve --http-max-input-size sets it)"
+    )
 
 
 async def send_body(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -50,6 +57,7 @@ async def send_body(send: Send, status: int, body: bytes, headers: list[tuple[by
 
 
 async def send_error(send: Send, error: OIPError) -> None:
+    error = openai_error(error)
     await send_body(send, error.status_code, error_body(error), raw_headers(error.headers))
 
 

@@ -1,6 +1,6 @@
-"""What an OpenAI request asks of an LLM-convention model: its prompt, its sampling parameters, checked.
+"""An OpenAI request's body decoded, and a completion's prompt: each mistake a 400 naming its field.
 
-The fields the server knows and cannot honour are refused by name rather than ignored (`refusals`).
+What the request asks of the model besides its prompt is `sampling`'s.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from typing import Any
 import msgspec
 
 from .errors import InvalidField
-from .refusals import refuse_not_served
-from .schemas import ChatRequest, CompletionRequest, Sampling
+from .schemas import CompletionRequest
 
 _PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
 _MISSING = re.compile(r"missing required field `(?P<field>[^`]+)`")
@@ -38,38 +37,10 @@ def decoded(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
 
 def prompt_of(request: CompletionRequest) -> str:
     prompt = request.prompt
-    if isinstance(prompt, str):
-        return prompt
-    if len(prompt) != 1:
-        raise InvalidField(f"prompt holds {len(prompt)} prompts; give one per request", param="prompt")
-    return prompt[0]
-
-
-def max_tokens_of(request: Sampling) -> int | None:
-    if isinstance(request, ChatRequest) and request.max_completion_tokens is not None:
-        return request.max_completion_tokens
-    return request.max_tokens
-
-
-def sampling_parameters(request: Sampling) -> dict[str, Any]:
-    """The model's ``sampling_parameters``: the sampling fields the request sets, checked."""
-    refuse_not_served(request)
-    max_tokens = max_tokens_of(request)
-    if max_tokens is not None and max_tokens < 1:
-        raise InvalidField(f"max_tokens must be at least 1, got {max_tokens}", param="max_tokens")
-    if request.stream_options is not None and not request.stream:
-        raise InvalidField("stream_options is only allowed when stream is true", param="stream_options")
-    sampling: dict[str, Any] = {}
-    for key, value in (
-        ("max_tokens", max_tokens),
-        ("temperature", request.temperature),
-        ("top_p", request.top_p),
-        ("stop", request.stop),
-        ("seed", request.seed),
-        ("n", request.n),
-        ("presence_penalty", request.presence_penalty),
-        ("frequency_penalty", request.frequency_penalty),
-    ):
-        if value is not None:
-            sampling[key] = value
-    return sampling
+    if not isinstance(prompt, str):
+        if len(prompt) != 1:
+            raise InvalidField(f"prompt holds {len(prompt)} prompts; give one per request", param="prompt")
+        prompt = prompt[0]
+    if not prompt:
+        raise InvalidField("prompt must not be empty", param="prompt")
+    return prompt

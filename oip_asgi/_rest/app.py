@@ -4,8 +4,6 @@ registry (`_core/extensions.py`)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import logging
 import re
@@ -16,10 +14,8 @@ import msgspec
 from starlette.types import Receive, Scope, Send
 
 from .._core.extensions import MODEL, REGISTRY, Extension
-from .._core.load_request import load_arguments, unload_dependents
 from .._core.logs import follow_the_host
 from .._core.request import DecodedRequest
-from .._core.responding import Reply
 from .._core.server import CoreOptions, ServerCore
 from .._core.serving import ServedModel
 from .._core.unsupported import unsupported
@@ -30,8 +26,6 @@ from .._http.disconnect import answer_streamed, listen_when_asked
 from .._http.headers import headers_named
 from .._http.routing import Endpoint, Route, Table, WireApp
 from .body import BodyReader
-from .generate_exchange import GenerateExchange
-from .openapi import OpenAPI
 from .request import read_request
 from .responses import (
     EVENT_STREAM,
@@ -51,6 +45,11 @@ from .shared_memory import shared_memory_endpoints
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from .openapi import OpenAPI
+
+# Triton's generate extension, the OpenAPI document and model control are imported at their first request:
+# a start pays only for the inference path (`import oip_asgi` counted in bench/instructions.py).
 
 logger = logging.getLogger("oip_asgi")
 
@@ -92,7 +91,7 @@ class OIPApp(WireApp):
         # Tried in order, the most frequent request first; a model's metadata last, as its pattern takes any
         # /models/{name} (as in Triton, a model named "stats" has no metadata URL: that is every model's statistics).
         self.routes = [
-            Route(MODEL + "/infer", self._infer, "inference", methods=["POST"], name="model_infer"),
+            Route(MODEL + "/infer", self._infer, "inference", methods=["POST"], name="model_infer", front=True),
             Route("", self._server_metadata, "metadata", name="server_metadata"),
             Route("/health/live", self._live, "health", name="server_live"),
             Route("/health/ready", self._ready, "health", name="server_ready"),
@@ -113,7 +112,7 @@ class OIPApp(WireApp):
             ),
             Route(MODEL, self._model_metadata, "metadata", name="model_metadata"),
         ]
-        self._openapi = OpenAPI(self.core, self.routes)
+        self._openapi: OpenAPI | None = None  # made at its first request
         table = Table(
             self.routes,
             self.core,
@@ -198,6 +197,10 @@ class OIPApp(WireApp):
         await send_json(send, 200, self.core.server_metadata)
 
     async def _openapi_document(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        if self._openapi is None:
+            from .openapi import OpenAPI
+
+            self._openapi = OpenAPI(self.core, self.routes)
         await send_response(send, 200, [JSON], [self._openapi.render(scope.get("root_path", ""))])
 
     async def _live(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
@@ -229,6 +232,11 @@ class OIPApp(WireApp):
         await send_json(send, 200, self.core.repository_index(ready=request.ready))
 
     async def _load_model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        import base64
+        import binascii
+
+        from .._core.load_request import load_arguments
+
         name = match.group("name")
         request = await self._small_json(scope, receive, ModelControlRequest)
         parameters: dict[str, Any] = dict(request.parameters)
@@ -245,6 +253,8 @@ class OIPApp(WireApp):
         await send_response(send, 200, [JSON], [b""])
 
     async def _unload_model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
+        from .._core.load_request import unload_dependents
+
         request = await self._small_json(scope, receive, ModelControlRequest)
         await self.core.unload_model(match.group("name"), unload_dependents=unload_dependents(request.parameters))
         await send_response(send, 200, [JSON], [b""])
@@ -288,6 +298,8 @@ class OIPApp(WireApp):
     def _answer_generate(
         self, scope: Scope, receive: Receive, send: Send, match: re.Match[str], *, streaming: bool
     ) -> Awaitable[None]:
+        from .generate_exchange import GenerateExchange
+
         exchange = GenerateExchange(self._json_body(scope, receive), receive, send, streaming=streaming)
         name, version = match.group("name", "version")
         # An error found before the model ran (or on /generate) is a JSON error body with its status.
@@ -303,7 +315,12 @@ class _RESTExchange:
 
     def __init__(self, app: OIPApp, scope: Scope, receive: Receive, send: Send) -> None:
         self._app = app
-        self._headers = headers_named(scope, _INFERENCE_HEADERS)
+        headers: dict[bytes, str] = {}  # `headers_named`, inline: one pass over the headers, no call
+        for key, value in scope["headers"]:
+            key = key.lower()
+            if key in _INFERENCE_HEADERS and key not in headers:
+                headers[key] = value.decode("latin-1")
+        self._headers = headers
         self._receive = receive
         self._send = send
         self._reader: BodyReader | None = None
@@ -323,20 +340,23 @@ class _RESTExchange:
             content_length=_length_header(headers, b"content-length"),
             content_encoding=headers.get(b"content-encoding"),
         )
-        header_length = _length_header(headers, b"inference-header-content-length")
+        header_length = None
+        if b"inference-header-content-length" in headers:  # a JSON body has none: no call for it
+            header_length = _length_header(headers, b"inference-header-content-length")
         # A request whose model may ask whether its client has left (a Triton model's is_cancelled()).
         watch = listen_when_asked(self._receive) if model.takes_requests else None
         return read_request(
             reader, header_length, model, core.shared_memory, max_header_size=self._app.max_json_size, watch=watch
         )
 
-    def encode(self, reply: Reply) -> tuple[bytes, list[bytes | memoryview]]:
-        return inference_response(reply.model, reply.request, reply.outputs, reply.parameters)
+    # The reply's JSON header and binary parts: `inference_response` itself, no method between.
+    encode = staticmethod(inference_response)
 
     async def send(self, response: tuple[bytes, list[bytes | memoryview]]) -> None:
         header, binary = response
         headers = [OCTET_STREAM, (b"inference-header-content-length", str(len(header)).encode())] if binary else [JSON]
-        encoding = choose_encoding(self._headers.get(b"accept-encoding"))
+        accepted = self._headers.get(b"accept-encoding")
+        encoding = choose_encoding(accepted) if accepted else None
         self.sent = await send_response(self._send, 200, headers, [header, *binary], encoding=encoding)
         self.responses = 1
 

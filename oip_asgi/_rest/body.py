@@ -31,10 +31,10 @@ class BodyReader:
         "_chunk",
         "_position",
         "_more",
-        "_received",
         "_inflater",
         "_compressed",
         "content_length",
+        "received",
     )
 
     def __init__(
@@ -45,7 +45,7 @@ class BodyReader:
         self._chunk = memoryview(b"")
         self._position = 0
         self._more = True
-        self._received = 0
+        self.received = 0  # body bytes taken so far (after inflating)
         self._inflater: Any = None
         self._compressed = b""
         encoding = (content_encoding or "identity").strip().lower()
@@ -63,11 +63,6 @@ class BodyReader:
     @property
     def limit(self) -> int:
         return self._limit
-
-    @property
-    def received(self) -> int:
-        """Body bytes taken so far (after inflating)."""
-        return self._received
 
     def _too_large(self) -> PayloadTooLarge:
         return PayloadTooLarge(f"request body exceeds the limit of {self._limit} bytes")
@@ -107,8 +102,8 @@ class BodyReader:
             raise BadRequest("compressed request body is truncated")
 
     def _take(self, data: bytes | bytearray) -> bool:
-        self._received += len(data)
-        if self._received > self._limit:
+        self.received += len(data)
+        if self.received > self._limit:
             raise self._too_large()
         self._chunk = memoryview(data)
         self._position = 0
@@ -148,9 +143,24 @@ class BodyReader:
 
     async def read_rest(self) -> bytes | bytearray | memoryview:
         """Everything left, for bodies whose length only their end tells (JSON, raw binary)."""
+        if not self.received and self._inflater is None:
+            # Nothing read yet: a body that arrives whole in its first message (the common case) is taken as it
+            # came, with no copy and no step through the chunks.
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnected
+            body: bytes = message.get("body", b"")
+            self._more = more = message.get("more_body", False)
+            self.received = size = len(body)
+            if size > self._limit:
+                raise self._too_large()
+            if not more and (self.content_length is None or size == self.content_length):
+                return body  # the chunk stays empty: nothing is left of it
+            self._chunk = memoryview(body)
+            self._position = 0
         if self.content_length is not None:
             return await self.read(
-                self.content_length - self._received + (len(self._chunk) - self._position), "the body"
+                self.content_length - self.received + (len(self._chunk) - self._position), "the body"
             )
         parts: list[bytes | memoryview] = [self._chunk[self._position :]]
         while await self._next_chunk():

@@ -7,7 +7,6 @@ and the hints for the mistakes clients make.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -43,7 +42,11 @@ def decode_request(data: JSONText, header_length: int | None) -> InferenceReques
         if bulk is not None:
             return bulk
     try:
-        return parse_request(data)
+        try:
+            request: InferenceRequest = request_decoder.decode(data)  # flat data, the common form: no call between
+            return request
+        except msgspec.ValidationError:
+            return parse_request(data)
     except msgspec.ValidationError as exc:
         raise BadRequest(_validation_message(exc, data)) from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec raises the latter for invalid UTF-8
@@ -162,6 +165,8 @@ def _classification_message(data: JSONText) -> str | None:
         if isinstance(value, str):
             got = quoted(value)
         elif isinstance(value, bool | int | float):
+            import json  # a bad request's words only: not imported by every start
+
             got = json.dumps(value)
         else:
             got = "an array" if isinstance(value, list) else "an object"

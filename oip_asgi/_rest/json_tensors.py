@@ -16,7 +16,7 @@ import numpy as np
 
 from .._core.number_text import json_numbers
 from .._core.tensors import INTEGERS, integer_out_of_range, miscount, shape_text
-from .._declarations.datatypes import native_dtype
+from .._declarations.datatypes import NATIVE_DTYPES, native_dtype
 from .._declarations.errors import BadRequest, quoted
 from .schemas import ELEMENT
 
@@ -77,7 +77,7 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any] 
         return data.reshape(shape)
     if datatype == "BF16":
         raise BadRequest(f"input {quoted(name)}: BF16 has no JSON form; send it as binary data (binary_data_size)")
-    depth = _nesting_depth(data)
+    depth = _nesting_depth(data) if data and type(data[0]) is list else 1
     items = data
     if depth > 1:
         # Nesting stops early only where a dimension is 0: [[]] is a tensor of shape [1, 0, 5].
@@ -106,7 +106,7 @@ def array_from_json(name: str, datatype: str, shape: list[int], data: list[Any] 
         except AttributeError:
             raise _mixed(name) from None
         return array.reshape(shape)
-    dtype = native_dtype(datatype)
+    dtype = NATIVE_DTYPES.get(datatype) or native_dtype(datatype)
     try:
         if datatype == "BOOL":
             array = np.array(items, dtype=bool)  # fromiter would take a list as a true value

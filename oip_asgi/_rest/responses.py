@@ -13,9 +13,7 @@ from typing import Any
 
 from starlette.types import Send
 
-from .._core.inference import OutputTensor
-from .._core.request import DecodedRequest
-from .._core.serving import ServedModel
+from .._core.responding import Reply
 from .._core.shared_memory import Written, output_to_write
 from .._core.tensors import binary_chunks
 from .._declarations.errors import ClientDisconnected, OIPError
@@ -54,7 +52,8 @@ async def send_response(
         if encoding is not None:
             return await _send_compressed(send, status, headers, parts, encoding)
         size = sum(map(len, parts))
-        await send({"type": "http.response.start", "status": status, "headers": [*headers, _length(size)]})
+        length = (b"content-length", str(size).encode())
+        await send({"type": "http.response.start", "status": status, "headers": [*headers, length]})
         if len(parts) == 1 and size <= SLICE:  # the common case: one message, the body as it is
             await send({"type": "http.response.body", "body": bytes(parts[0])})
             return size
@@ -118,23 +117,18 @@ async def send_error(send: Send, error: OIPError) -> None:
     await send_response(send, error.status_code, raw, [body])
 
 
-def _length(size: int) -> tuple[bytes, bytes]:
-    return (b"content-length", str(size).encode())
-
-
-def inference_response(
-    model: ServedModel, request: DecodedRequest, outputs: list[OutputTensor], parameters: dict[str, Any] | None
-) -> tuple[bytes, list[bytes | memoryview]]:
-    """The JSON header and the binary parts of an inference response.
+def inference_response(reply: Reply) -> tuple[bytes, list[bytes | memoryview]]:
+    """The JSON header and the binary parts of the inference response of `reply`.
 
     An output the request lists is binary when its own ``binary_data`` says so; the outputs it does
     not list follow ``binary_data_output`` (as Triton and KServe read the binary data extension). One it
     places in shared memory is written there, and answered without data, as Triton answers it.
     """
+    request = reply.request
     items: list[ResponseOutput] = []
     binary: list[bytes | memoryview] = []
     placed: list[Written] = []
-    for output in outputs:
+    for output in reply.outputs:
         if output.requested is not None and output.requested.placed is not None:
             placed.append(output_to_write(output.requested.placed, output.name, output.array, output.datatype))
             items.append(
@@ -162,8 +156,9 @@ def inference_response(
             )
     for written in placed:  # once every output fits its place
         written.write()
+    model = reply.model
     response = InferenceResponse(
-        model_name=model.name, model_version=model.version, id=request.id, parameters=parameters, outputs=items
+        model_name=model.name, model_version=model.version, id=request.id, parameters=reply.parameters, outputs=items
     )
     return encoder.encode(response), binary
 

@@ -35,6 +35,7 @@ from .._core.tensors import array_from_binary, binary_chunks, miscount, out_of_r
 from .._declarations.datatypes import native_dtype
 from .._declarations.errors import BadRequest, ModelError, quoted
 from .._protobuf import inference_pb2 as pb
+from ._response import varint
 
 # The request parameter that asks for outputs in typed contents rather than raw_output_contents.
 TYPED_OUTPUTS = "typed_output_contents"
@@ -384,15 +385,6 @@ def _set_parameters(target: Any, parameters: Mapping[str, Any] | None, where: st
         _parameter(target[name], value, f"{where}parameter '{name}'")
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_response(
     reply: Reply, parameters: dict[str, Any] | None, typed: bool
 ) -> tuple[pb.ModelInferResponse, list[Any]]:
@@ -439,9 +431,9 @@ def serialize(response: pb.ModelInferResponse, raw: list[Any], field: int | None
     size = len(parts[0])
     for content in raw:
         length = memoryview(content).nbytes
-        head = _RAW_OUTPUT_TAG + _varint(length)
+        head = _RAW_OUTPUT_TAG + varint(length)
         parts += (head, content)
         size += len(head) + length
     if field is not None:
-        parts.insert(0, bytes([field << 3 | 2]) + _varint(size))
+        parts.insert(0, bytes([field << 3 | 2]) + varint(size))
     return parts[0] if len(parts) == 1 else b"".join(parts)

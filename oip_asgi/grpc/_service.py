@@ -27,6 +27,7 @@ from .._declarations.restricted import Restriction, RestrictionsArgument, restri
 from .._protobuf import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
 from ._messages import ModelConfigs, model_metadata_response, server_metadata_response, statistics_response
+from ._response import plain, response_bytes
 from ._settings import log_settings_rpc, trace_setting_rpc
 from ._shared_memory import shared_memory_rpcs
 from ._stream import DEFAULT_FIRST_REQUEST_TIMEOUT, FINAL, Outlet, answer_stream, first_within, stream_end
@@ -116,7 +117,8 @@ class _GRPCExchange:
     """
 
     __slots__ = (
-        "_ends", "_last", "_memory", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received", "responses",
+        "_ends", "_head", "_last", "_memory", "_outlet", "_raw", "_request", "_stream_field", "_typed", "received",
+        "responses",
         "sent",
     )  # fmt: skip
 
@@ -136,6 +138,7 @@ class _GRPCExchange:
         self._typed = False
         self._ends: _Ends | None = None  # on a stream, once decoded: how the request's responses end
         self._last = False  # its model marked a response its last
+        self._head: tuple[object, bytes] | None = None  # a response's fields before its outputs, and their parameters
         self.received = received
         self.sent = self.responses = 0
 
@@ -170,6 +173,12 @@ class _GRPCExchange:
             if reply.last:  # sent with its model's final flag: marked final, and no empty final response after it
                 final, self._last = _LAST, True
             parameters = {**parameters, **final} if parameters else final
+        if not self._typed and plain(reply.outputs):  # written directly; its head made once while it stays the same
+            cached = self._head
+            if cached is None or cached[0] is not parameters:
+                empty, _ = encode_response(Reply(reply.model, reply.request, [], None), parameters, False)
+                cached = self._head = (parameters, empty.SerializeToString())
+            return response_bytes(cached[1], reply.outputs, self._stream_field)
         return serialize(*encode_response(reply, parameters, self._typed), self._stream_field)
 
     async def send(self, response: bytes) -> None:

@@ -8,7 +8,6 @@ its outputs `RESPONSES` times, each scaled by its index so that every response i
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -47,7 +46,7 @@ async def several(model: ServedModel, exchange: Exchange[Any], times: RequestTim
     model.statistics.succeeded(times, times.ended)
     await exchange.start()
     for index in range(RESPONSES):
-        scaled = [dataclasses.replace(output, array=output.array * (index + 1)) for output in outputs]
+        scaled = [msgspec.structs.replace(output, array=output.array * (index + 1)) for output in outputs]
         await exchange.send_next(exchange.encode(Reply(model, request, scaled, parameters)))
     await exchange.finish()
 

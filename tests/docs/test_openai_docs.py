@@ -34,7 +34,17 @@ def printed(recipe: str) -> str:
 
 
 def test_the_page_has_its_recipes() -> None:
-    assert set(RECIPES) == {"install", "models", "serve", "client", "curl", "fastapi", "lambda"}
+    assert set(RECIPES) == {
+        "install",
+        "models",
+        "serve",
+        "client",
+        "curl",
+        "vllm-serve",
+        "vllm-client",
+        "fastapi",
+        "lambda",
+    }
 
 
 @pytest.fixture()
@@ -75,6 +85,47 @@ def test_the_client_and_curl_recipes_print_what_the_page_says(served: Server) ->
         return re.sub(r'"created":\d+', '"created":…', text).replace("\n\n", "\n").strip()
 
     assert varying(said.decode()) == varying(printed("curl"))
+
+
+@pytest.mark.slow
+def test_the_vllm_recipe_prints_what_the_page_says() -> None:
+    pytest.importorskip("openai")
+    port = free_port()
+    command = shlex.split(RECIPES["vllm-serve"].replace("8000", str(port)))
+    assert command[:2] == ["oip-asgi", "serve"]
+    with serving(["-m", "oip_asgi", *command[1:]], port) as server:
+        code = RECIPES["vllm-client"].replace("localhost:8000", server.address)
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output):
+            exec(compile(code, "docs/openai.md (vllm-client)", "exec"), {"__name__": "recipe"})
+    assert output.getvalue().strip() == printed("vllm-client").strip()
+
+
+def _row(kind: str) -> str:
+    """The fields cells of the parameter table's rows of `kind` (served, passed on, refused, ignored), joined."""
+    table = DOC[DOC.index("## Parameters: served, passed on, or refused") :]
+    rows = [line.split(" | ")[1] for line in table.splitlines() if line.startswith(f"| {kind}")]
+    assert rows, kind
+    return "\n".join(rows)
+
+
+def test_the_parameter_table_says_what_the_code_serves_passes_on_and_refuses() -> None:
+    from oip_asgi._openai.refusals import NOT_SERVED
+    from oip_asgi._openai.sampling import CHAT_BOUNDS, COMPLETION_BOUNDS, OPENAI_BOUNDS, VLLM_BOUNDS, VLLM_FIELDS
+
+    served, passed, refused = _row("served"), _row("passed on"), _row("refused")
+    named = re.compile(r"`([a-z_.]+)`")
+    assert set(named.findall(passed)) - {"max_tokens"} == set(VLLM_FIELDS)  # min_tokens' bound names max_tokens
+    assert set(NOT_SERVED) <= set(named.findall(refused))
+    assert {*OPENAI_BOUNDS, *CHAT_BOUNDS, *COMPLETION_BOUNDS} <= set(named.findall(served))
+    # Served and refused at once only where a value, or a kind of request, tells them apart: n (1 or above), echo
+    # (a completion's, a chat's).
+    assert set(named.findall(served)) & set(NOT_SERVED) == {"n", "echo"}
+    # The ranges the page gives are the code's.
+    for field, (low, high, low_open) in {**OPENAI_BOUNDS, **VLLM_BOUNDS}.items():
+        if low is not None and high is not None and high < 2**62:
+            assert f"{'(' if low_open else '['}{low:g}, {high:g}]" in served + passed, field
+    assert "`top_logprobs` (0 to 20" in served and "`logprobs` (0 to 5)" in served
 
 
 def test_the_fastapi_recipe_serves_both_apis_over_the_same_models(mymodels: Path) -> None:

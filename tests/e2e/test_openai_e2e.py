@@ -203,7 +203,7 @@ def test_a_bad_body_is_a_bad_request_error_naming_the_field(client: openai.OpenA
     assert raised.value.code == "model_not_supported" and "it needs the input 'a'" in raised.value.message
     with pytest.raises(openai.BadRequestError) as raised:
         client.embeddings.create(model="echo", input="x")
-    assert "does not follow the embedding convention" in raised.value.message
+    assert "does not follow an embedding convention" in raised.value.message
 
 
 def test_a_model_that_raises_is_an_internal_server_error_with_its_message(

@@ -312,6 +312,9 @@ def test_errors_and_final_flags_as_triton_sets_them(server: tuple[Server, str]) 
     )
     seen = [(a.infer_response.id, a.error_message, a.infer_response.parameters["triton_final_response"].bool_param)
             for a in answers]  # fmt: skip
+    # A decoupled model's responses go out as they come, as Triton sends them: each request's in its own order.
+    order = ["fails-late", "fails-first", "silent", "two"]
+    seen.sort(key=lambda answer: order.index(answer[0]))  # (a stable sort)
     assert seen == [
         ("fails-late", "", False),
         ("fails-late", "An Error Occurred", True),  # last for its request: no empty final after an error
@@ -319,7 +322,7 @@ def test_errors_and_final_flags_as_triton_sets_them(server: tuple[Server, str]) 
         ("two", "", False),
         ("two", "", False),  # without triton_enable_empty_final_response nothing marks the end
     ]
-    assert answers[1].infer_response.model_name == "mock_llm"
+    assert all(a.infer_response.model_name == "mock_llm" for a in answers if a.error_message)
 
 
 def test_a_model_that_answers_once_is_final_on_a_stream(server: tuple[Server, str]) -> None:

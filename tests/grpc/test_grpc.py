@@ -612,7 +612,7 @@ BIG_BODY = BIG_REQUEST.SerializeToString()
 
 
 def key(number: int, wire: int) -> bytes:
-    return oip_asgi.grpc._codec._varint(number << 3 | wire)
+    return oip_asgi.grpc._response.varint(number << 3 | wire)
 
 
 def test_a_large_request_round_trips(stub: inference_pb2_grpc.GRPCInferenceServiceStub) -> None:
@@ -694,7 +694,7 @@ def test_client_strings_in_grpc_only_messages_are_cut(stub: inference_pb2_grpc.G
 def raw_first(message: pb.ModelInferRequest) -> tuple[bytes, bytes]:
     """The message's raw contents as fields, and the rest serialized after them."""
     raw = b"".join(
-        key(7, 2) + oip_asgi.grpc._codec._varint(len(content)) + content for content in message.raw_input_contents
+        key(7, 2) + oip_asgi.grpc._response.varint(len(content)) + content for content in message.raw_input_contents
     )
     header = pb.ModelInferRequest()
     header.CopyFrom(message)

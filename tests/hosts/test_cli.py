@@ -332,6 +332,49 @@ async def test_served_answers_at_v2_only() -> None:
         }
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--openai-api-key", "k"], "--openai-api-key goes with --openai"),
+        (["--openai", "--openai-api-key", ""], "--openai-api-key KEY must not be empty"),
+    ],
+)
+def test_the_openai_options_usage_errors_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the command adds --app-dir to it
+    assert main(["serve", "examples.models:models", *arguments]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_input_size_is_the_largest_body_of_v2_and_v1(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    app = load_target("examples.openai:models", max_body_size=5000)
+    assert (app.core.max_body_size, app.max_json_size) == (5000, 5000)
+    assert Served(app, openai=True, max_body_size=5000).openai.max_body_size == 5000  # type: ignore[union-attr]
+    assert Served(load_target("examples.openai:models"), openai=True).openai.max_body_size == 64 * 2**20  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_the_openai_port_serves_the_probes_beside_v1_and_the_key_guards_v1_alone() -> None:
+    app = oip_app({"echo": lambda **inputs: inputs})
+    served = Served(app, openai=True, openai_api_key="sk-1")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url="http://testserver") as client:
+        assert (await client.get("/v1/models")).status_code == 401
+        assert (await client.get("/v1/models", headers={"Authorization": "Bearer sk-1"})).status_code == 200
+        assert (await client.get("/v2/models/echo")).status_code == 200
+        ready, live = await client.get("/health/ready"), await client.get("/health")
+        assert (ready.status_code, ready.content, live.status_code) == (200, b"", 200)
+        assert (await client.get("/metrics")).status_code == 404  # without metrics: nothing to serve there
+        outside = await client.get("/v3")
+        assert outside.json()["error"].endswith("the Open Inference Protocol at /v2 and OpenAI's API at /v1")
+    restricted = load_target("examples.openai:models", restricted_apis=["health:probe=yes"])
+    transport = httpx.ASGITransport(app=Served(restricted, openai=True))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        assert (await client.get("/health/ready")).status_code == 403  # the health group, as /v2/health/ready
+        assert (await client.get("/health/ready", headers={"probe": "yes"})).status_code in (200, 400)
+
+
 # The command as a real process
 
 

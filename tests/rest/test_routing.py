@@ -174,7 +174,8 @@ async def test_an_app_s_table_keeps_the_rules_given_after_it_was_built() -> None
     assert (await call(app, "POST", "/models/double/infer", json={"x": [1]})).status_code == 403
     both = Served(app, openai=True)
     assert (await call(both, "POST", "/v2/models/double/infer", json={"x": [1]})).status_code == 403
-    assert (await call(both, "POST", "/v1/completions", json={"model": "double"})).status_code == 403
+    # /v1 refuses as Triton's OpenAI frontend does: 401, the openai client's AuthenticationError.
+    assert (await call(both, "POST", "/v1/completions", json={"model": "double"})).status_code == 401
 
 
 # -- Several wires under one prefix ------------------------------------------------------------------------
@@ -206,7 +207,7 @@ async def test_wires_mounted_under_one_prefix_each_answer_their_own_paths() -> N
 
 async def test_the_serve_command_composes_the_protocol_and_openai_by_prefix() -> None:
     served = Served(oip_app(MODELS), openai=True)
-    assert [prefix for prefix, _ in served.mounts] == ["/v2", "/v1"]
+    assert [prefix for prefix, _ in served.mounts] == ["/v2", "/v1", ""]  # "": the probes beside /v1 (/health/ready)
     assert (await call(served, "GET", "/v2/health/ready")).json() == {"ready": True}
     assert [model["id"] for model in (await call(served, "GET", "/v1/models")).json()["data"]] == ["double"]
     assert (await call(served, "GET", "/v1/nothing")).json()["error"]["message"].startswith("Invalid URL")

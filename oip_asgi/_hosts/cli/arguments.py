@@ -6,6 +6,8 @@ import argparse
 
 from ..._version import __version__
 
+API_KEY_ENV = "OIP_OPENAI_API_KEY"  # --openai-api-key's default, as vLLM's VLLM_API_KEY
+
 
 def parser() -> argparse.ArgumentParser:
     command = argparse.ArgumentParser(
@@ -129,6 +131,19 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also serve the OpenAI-compatible API (/v1/models, /v1/completions, /v1/chat/completions, "
         "/v1/embeddings) over the same models, on the same port (needs the openai extra; docs/openai.md)",
+    )
+    serve.add_argument(
+        "--openai-api-key",
+        metavar="KEY",
+        help="with --openai, require 'Authorization: Bearer KEY' of every request to /v1 (a 401 otherwise), as "
+        f"vLLM's --api-key (default: ${API_KEY_ENV}, where set)",
+    )
+    serve.add_argument(
+        "--http-max-input-size",
+        type=_positive,
+        metavar="BYTES",
+        help="the largest request body, on /v2 and /v1 alike (a 413 over it), as Triton's option (default: "
+        "64 MiB on /v1, Triton's; 128 MiB on /v2)",
     )
     serve.add_argument(
         "--metrics-port",

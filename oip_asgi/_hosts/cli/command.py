@@ -20,7 +20,7 @@ from ..._core.trace_settings import start_setting
 from ..._declarations.extras import install_line
 from ..._declarations.files.formats import by_extension
 from ..._declarations.model_repository import ModelRepository
-from .arguments import parser, triton_booleans
+from .arguments import API_KEY_ENV, parser, triton_booleans
 from .logs import LogOptions, log_config, trace_config
 from .security import SecurityError, checked
 from .served import Served
@@ -58,6 +58,7 @@ def worker_app() -> Served:
             restricted_apis=settings["security"]["http_restricted_api"],
             files=files,
             strict_readiness=settings["strict_readiness"],
+            max_body_size=settings["max_input_size"],
             tracing=settings["tracing"],
         )
     except TargetError as exc:
@@ -72,6 +73,8 @@ def worker_app() -> Served:
         metrics=tuple(metrics) if metrics else None,
         grpc=settings["security"]["grpc"],
         openai=settings["openai"],
+        openai_api_key=os.environ.get(API_KEY_ENV) if settings["openai_api_key"] else None,
+        max_body_size=settings["max_input_size"],
         url=settings["url"],
     )
 
@@ -229,6 +232,15 @@ def serve(args: argparse.Namespace) -> int:
     if args.openai and importlib.util.find_spec("jinja2") is None:  # chat templates: refused now, not per request
         _error(f"--openai needs jinja2 for chat templates: {install_line('openai')}")
         return USAGE
+    api_key = args.openai_api_key if args.openai_api_key is not None else os.environ.get(API_KEY_ENV) or None
+    if args.openai_api_key is not None and not args.openai:
+        _error("--openai-api-key goes with --openai")
+        return USAGE
+    if args.openai_api_key == "":
+        _error("--openai-api-key KEY must not be empty")
+        return USAGE
+    if not args.openai:
+        api_key = None  # the variable set for another server of this environment
     try:
         import uvicorn
     except ImportError:
@@ -268,11 +280,15 @@ def serve(args: argparse.Namespace) -> int:
             "timeout_request_read": args.timeout_request_read,
             "strict_readiness": args.strict_readiness,
             "openai": args.openai,
+            "openai_api_key": api_key is not None,  # the key itself goes by the environment, not the settings
+            "max_input_size": args.http_max_input_size,
             "url": url,
             "log": asdict(logs),
             "tracing": tracing,
             "repository": None if repository is None else {**asdict(repository), "load_models": args.load_model},
         }
+        if api_key is not None:
+            os.environ[API_KEY_ENV] = api_key  # the workers' environment: what they inherit, not on their command line
         return _supervise(args.workers, settings, options)
     logging.config.dictConfig(options["log_config"])  # before the app is built, as a worker's is
     logs.start()
@@ -284,6 +300,7 @@ def serve(args: argparse.Namespace) -> int:
             restricted_apis=security["http_restricted_api"],
             files=files,
             strict_readiness=args.strict_readiness,
+            max_body_size=args.http_max_input_size,
             tracing=tracing,
         )
     except TargetError as exc:
@@ -292,7 +309,16 @@ def serve(args: argparse.Namespace) -> int:
     timeouts.read_timeout = args.timeout_request_read
     signal.signal(signal.SIGTERM, _stopped)
     # uvicorn.run exits 3 itself when the server does not start.
-    served = Served(app, grpc_address=grpc_address, metrics=metrics, grpc=security["grpc"], openai=args.openai, url=url)
+    served = Served(
+        app,
+        grpc_address=grpc_address,
+        metrics=metrics,
+        grpc=security["grpc"],
+        openai=args.openai,
+        openai_api_key=api_key,
+        max_body_size=args.http_max_input_size,
+        url=url,
+    )
     uvicorn.run(served, **options)
     return 0
 

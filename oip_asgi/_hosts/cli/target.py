@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..._core.control import LOAD_SWITCH_INTERVAL
 from ..._core.trace_settings import start_setting
 from ..._declarations.files import detect_format
 from ..._declarations.files._common import AdvisedError
@@ -49,6 +48,7 @@ def load_target(
     restricted_apis: list[str] | None = None,
     files: FileOptions = FileOptions(),
     strict_readiness: bool | None = None,
+    max_body_size: int | None = None,
     tracing: Mapping[str, object] | None = None,
 ) -> OIPApp:
     """The app for MODULE:ATTR (a models mapping, a `Model` served under ATTR's name, or an `OIPApp`),
@@ -58,11 +58,14 @@ def load_target(
     `repository` joins the models of a mapping, a `Model` or the files. `restricted_apis` are
     --http-restricted-api's rules, checked already. `strict_readiness`, where given, is the app's (an
     `OIPApp` too: the command line's choice of what readiness means for the server it runs), and so are
-    `tracing`'s settings (--trace-config's, checked already), where given.
+    `max_body_size` (--http-max-input-size: the largest request body, its JSON too) and `tracing`'s settings
+    (--trace-config's, checked already), where given.
     """
     app = _target_app(target, metrics, repository, files)
     if strict_readiness is not None:
         app.core.strict_readiness = strict_readiness
+    if max_body_size is not None:
+        app.core.max_body_size = app.max_json_size = max_body_size
     if tracing is not None:
         app.core.traces.reset(start_setting(tracing))
         app.core.respond.follow()
@@ -108,6 +111,8 @@ def _target_app(
                 "(oip_app(models, model_repository=...)), or serve a models mapping with --model-repository"
             )
         if value.core.control is not None:  # the serve command owns its process: loads may shorten the interval
+            from ..._core.control import LOAD_SWITCH_INTERVAL  # imported with the control it sets: a repository's
+
             value.core.control.load_switch_interval = LOAD_SWITCH_INTERVAL
         value.core.freeze_heap = True  # and the loaded heap may leave the garbage collector's full passes
         return value
@@ -176,6 +181,9 @@ def _input_datatype(model: Model, datatype: str) -> Model:
 
 
 def _app(target: str, models: Mapping[str, Any], metrics: bool, repository: ModelRepository | None) -> OIPApp:
+    interval: float | None = None  # the switch interval during loads: a repository's (its control, imported for it)
+    if repository is not None:
+        from ..._core.control import LOAD_SWITCH_INTERVAL as interval
     try:
         # The serve command owns its process: loads may shorten the GIL's switch interval (ModelControl),
         # and the loaded heap may leave the garbage collector's full passes (_core/heap.py).
@@ -183,7 +191,7 @@ def _app(target: str, models: Mapping[str, Any], metrics: bool, repository: Mode
             models,
             metrics=metrics,
             model_repository=repository,
-            load_switch_interval=LOAD_SWITCH_INTERVAL,
+            load_switch_interval=interval,
             freeze_heap=True,
         )
     except (TypeError, ValueError) as exc:
