@@ -33,6 +33,10 @@ the start-up (and the imports). The cases:
   repository on a uvloop loop, as a `TritonPythonModel` through the Python-backend shim or as the same
   logic in our model.py form; `W12shim-call`, `W12native-call`: the model's call alone, as the core
   makes it (a list of one decoded request to the shim, keyword arrays to the function).
+- `E2ensemble`, `E2calls`: W1's body through an ensemble of two trivial async models (each passes its FP32
+  [1,16] on), served from a repository on a uvloop loop, against the same two calls made by a client (a
+  request to the first model, then one to the second): what routing a tensor through the server costs
+  against a round trip of the client's (issue 39's measure).
 
     python bench/instructions.py [--cases W1,W1s] [--low 1000] [--high 3000] [--bodies DIR]
 
@@ -77,7 +81,8 @@ W10_CASES = ("W10grpc-floor", "W10grpc")
 CASES = (*W1_APPS, *(f"{app}-server" for app in W1_APPS), *IMPORTS, *G1_CASES, *W10_CASES, "W2s",
          *(f"W9{kind}1{library}" for kind in "sxo" for library in ("", "-library")),
          *(f"W11{kind}{server}" for kind in ("", "vllm", "usage", "logprobs") for server in ("", "-server")),
-         *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")))  # fmt: skip
+         *(f"W12{server}{call}" for server in ("shim", "native") for call in ("", "-call")),
+         "E2ensemble", "E2calls")  # fmt: skip
 
 
 class Passthrough:
@@ -146,6 +151,9 @@ def run(case: str, count: int, bodies: Path | None) -> None:
     from harness.inprocess import app_requester, requester, server_requester
 
     loop = uvloop.new_event_loop()
+    if case.startswith("E2"):
+        ensemble(loop, case == "E2calls", body, count)
+        return
     app_case, server, _ = case.partition("-server")
     if app_case in W1_APPS:
         app, path = w1_app(app_case, body)
@@ -368,6 +376,52 @@ def w12(loop: Any, server: str, count: int) -> None:
     inputs = [{"name": name, "datatype": "FP32", "shape": [4], "data": data} for name in ("INPUT0", "INPUT1")]
     body = json.dumps({"inputs": inputs}).encode()
     app_requester(loop, app, "/models/add_sub/infer", body)(count)
+    shutil.rmtree(root)
+
+
+ENSEMBLE = """
+name: "both"
+platform: "ensemble"
+input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ -1, 16 ] } ]
+output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1, 16 ] } ]
+ensemble_scheduling { step [
+  { model_name: "first", model_version: -1, input_map { key: "INPUT0" value: "INPUT0" }
+    output_map { key: "OUTPUT0" value: "between" } },
+  { model_name: "second", model_version: -1, input_map { key: "INPUT0" value: "between" }
+    output_map { key: "OUTPUT0" value: "OUTPUT0" } }
+] }
+"""
+
+
+def ensemble(loop: Any, calls: bool, body: bytes, count: int) -> None:
+    """W1's body through the ensemble `both` of two trivial models, or to each of them in turn (`calls`)."""
+    from harness.inprocess import app_requester, exchange
+
+    import oip_asgi
+
+    async def passed_on(INPUT0: Any) -> dict[str, Any]:
+        return {"OUTPUT0": INPUT0}
+
+    tensor = [oip_asgi.TensorSpec("INPUT0", "FP32", [-1, 16])], [oip_asgi.TensorSpec("OUTPUT0", "FP32", [-1, 16])]
+    models = {name: oip_asgi.Model(passed_on, inputs=tensor[0], outputs=tensor[1]) for name in ("first", "second")}
+    root = Path(tempfile.mkdtemp())
+    (root / "both" / "1").mkdir(parents=True)
+    (root / "both" / "config.pbtxt").write_text(ENSEMBLE)
+    app = oip_asgi.oip_app(models, model_repository=root)
+    loop.run_until_complete(app.load())  # as a server's start-up does
+    if calls:
+        (first, *one), (second, *other) = (exchange(f"/models/{name}/infer", body) for name in ("first", "second"))
+
+        async def pairs() -> None:  # on one loop run, as app_requester's requests
+            for _ in range(count):
+                await app(dict(first), *one[:2])
+                await app(dict(second), *other[:2])
+
+        loop.run_until_complete(pairs())
+        if set(one[2]) | set(other[2]) != {200}:
+            raise RuntimeError(f"the calls answered {sorted(set(one[2]) | set(other[2]))}")
+    else:
+        app_requester(loop, app, "/models/both/infer", body)(count)
     shutil.rmtree(root)
 
 

@@ -35,6 +35,7 @@ from .._declarations.repository import (
     Modules,
     PathError,
     RepositoryError,
+    composing_models,
     fingerprint,
     model_names,
     read_model,
@@ -42,13 +43,16 @@ from .._declarations.repository import (
     release,
 )
 from . import life
+from .ensemble import EnsembleCore, served_versions
+from .ensembles import EnsembleGraph, batch
 from .python_host import TritonHost
-from .served import ServedModels
+from .served import Cause, ServedModels
 
 
-class ModelHost(Protocol):
+class ModelHost(EnsembleCore, Protocol):
     """What the control asks of the core: serve a model's versions in place of what it served, stop serving
-    one, the versions served now and why a name serves nothing, and the names served from code."""
+    one, the versions served now and why a name serves nothing, and the names served from code; and what
+    an ensemble's steps use of it (its models' configs and its inference path)."""
 
     served: ServedModels
 
@@ -102,6 +106,7 @@ class ModelControl:
         self._modules: dict[str, Modules] = {}  # the model.py modules of the versions that serve
         self._started: asyncio.Task[None] | None = None
         self._polling: asyncio.Task[None] | None = None
+        self.ensembles = EnsembleGraph()  # Triton's dependency graph: the ensembles and the models they name
         core.served.loadable = self._loadable
 
     # Start and stop, from the app's lifespan (or the first request that needs the models)
@@ -141,16 +146,16 @@ class ModelControl:
 
     async def _start(self) -> None:
         names = self._list()
-        if self.mode == "explicit" and "*" not in self.load_models:
+        chosen = self.mode == "explicit" and "*" not in self.load_models
+        if chosen:
             unknown = [name for name in self.load_models if name not in names]
             for name in unknown:
                 async with self.core.served.locks.hold(name):
                     self.core.served.load_failed(name, _not_in_repository(name, self.root))
                 logger.error("failed to load %s: %s", quoted(name), _not_in_repository(name, self.root))
             names = [name for name in self.load_models if name in names]
-        async with anyio.create_task_group() as group:
-            for name in names:
-                group.start_soon(self._load_logged, name)
+        self.ensembles.explicit.update(names)
+        await self._load_batch(names, along=chosen)  # every model: an ensemble's are among them
         if self.mode == "poll":
             self._polling = asyncio.get_running_loop().create_task(self._poll())
 
@@ -188,16 +193,29 @@ class ModelControl:
     async def load(
         self, name: str, *, config: Mapping[str, Any] | None = None, files: Mapping[str, bytes] | None = None
     ) -> None:
-        """Load (or reload) `name` from the directory, with Triton's load request's config and file overrides."""
+        """Load (or reload) `name` from the directory, with Triton's load request's config and file overrides;
+        an ensemble's models of the directory that are not served (or changed since) load first, with it."""
         self._allowed("load")
-        await self._load(name, config=config, files=files)
+        await self._load_batch([name], along=True, requested=(name, config, files))
+        self.ensembles.explicit.add(name)
 
-    async def unload(self, name: str) -> None:
-        """Stop serving `name`: requests in flight finish, new ones are told it is unknown."""
+    async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
+        """Stop serving `name`: requests in flight finish, new ones are told it is unknown. The ensembles that
+        name it stop serving too; `unload_dependents` also unloads the models only loaded along with it."""
         self._allowed("unload")
         if name in self.core.code_models:
             raise BadRequest(f"failed to unload {quoted(name)}: {self._clash(name, found=False)}")
+        named = self.ensembles.named.pop(name, ())
+        self.ensembles.explicit.discard(name)
         await self._unload(name)
+        changed = {name}
+        while unload_dependents and named:  # Triton's cascade: the models nothing else loaded them for
+            along = [model for model in named if self._ours(model) and self.ensembles.only_along(model)]
+            named = tuple(inner for model in along for inner in self.ensembles.named.pop(model, ()))
+            for model in along:
+                await self._unload(model)
+            changed.update(along)
+        await self._follow(changed)
 
     def _allowed(self, action: str) -> None:
         if self.mode != "explicit":
@@ -213,6 +231,80 @@ class ModelControl:
             f"model {quoted(name)} is served from code (the models given to oip_app, or the serve command's "
             f"target) and {where}; the model from code goes on serving: rename the folder or the model"
         )
+
+    async def _load_batch(
+        self,
+        names: Sequence[str],
+        *,
+        along: bool,
+        requested: tuple[str, Mapping[str, Any] | None, Mapping[str, bytes] | None] | None = None,
+    ) -> None:
+        """Load `names`, the models first (in parallel), each ensemble after the ensembles it names; with `along`,
+        the models of the directory an ensemble names that are not served yet, or changed since read, too. Then
+        the ensembles that name what loaded are planned again. Failures are logged, but the `requested` load's
+        (its name, config and files), which raises."""
+        name, config, _ = requested or ("", None, None)
+
+        def named(model: str) -> tuple[str, ...] | None:
+            return composing_models(self.root, model, config if model == name and config is not None else None)
+
+        self._list()  # (what `_along` finds in the directory)
+        planned = batch(names, named, self._along if along else None)
+        self.ensembles.named.update(planned.ensembles)
+        for refused, reason in planned.refused.items():
+            async with self.core.served.locks.hold(refused):
+                self.core.served.loading(refused)
+                self.core.served.load_failed(refused, reason)
+            if refused == name:
+                raise BadRequest(f"failed to load {quoted(name)}: {reason}")
+            logger.error("failed to load %s: %s", quoted(refused), reason)
+        loaded: set[str] = set()
+        try:
+            for level in planned.levels:
+                async with anyio.create_task_group() as group:
+                    for model in level:
+                        if model != name:
+                            group.start_soon(self._load_logged, model)
+                if name in level and requested is not None:
+                    await self._load(name, config=requested[1], files=requested[2])
+                loaded.update(level)
+        finally:
+            await self._follow(loaded)
+
+    def _along(self, model: str) -> bool:
+        """Whether an ensemble's `model` loads with it: one of the directory, not served yet or changed since read."""
+        if model in self.core.code_models or model not in self._names:
+            return False
+        return model not in self.core.served or self._read_as.get(model) != fingerprint(self.root, model)
+
+    async def _follow(self, changed: set[str]) -> None:
+        """Plan again the ensembles that name a model of `changed` (and those that name them, in turn)."""
+        done = set(changed)
+        waiting = self.ensembles.dependents(done)
+        while waiting:
+            name = waiting.pop(0)
+            if name not in done:
+                done.add(name)
+                await self._replan(name)
+                waiting.extend(self.ensembles.dependents({name}))
+
+    async def _replan(self, name: str) -> None:
+        """An ensemble whose model changed, read and planned again: served anew, or, where it can no longer serve,
+        unloaded with the reason (as Triton unloads it; a load that had failed stays failed)."""
+        served = self.core.served
+        async with served.locks.hold(name):
+            if name not in self.ensembles.named:
+                return  # unloaded meanwhile
+            before = served.not_served(name)
+            try:
+                await self._read_and_put(name, None, None)
+            except BadRequest as exc:
+                reason = exc.message.removeprefix(f"failed to load {quoted(name)}: ")
+                logger.error("ensemble %s can no longer serve: %s", quoted(name), reason)
+                if name in served:
+                    await self.core.remove_model(name, record=True)
+                if before is None or before.cause is not Cause.FAILED:
+                    served.unloaded(name, reason)
 
     async def _load(
         self, name: str, *, config: Mapping[str, Any] | None = None, files: Mapping[str, bytes] | None = None
@@ -249,8 +341,10 @@ class ModelControl:
                 )
                 if directory.warnings:
                     logger.warning("model %s: %s", quoted(name), "; ".join(directory.warnings))
+                self.ensembles.read(name, directory.ensemble)
+                versions, served_config = served_versions(directory, self.core)
                 try:
-                    await self.core.put_model(name, directory.versions, config=directory.config, since=since)
+                    await self.core.put_model(name, versions, config=served_config, since=since)
                 except BaseException:
                     release(directory.modules)
                     raise
@@ -305,10 +399,11 @@ class ModelControl:
         served = self.core.served
         removed = sorted({*(name for name in served.names() if self._ours(name)), *served.unserved()} - present)
         async with anyio.create_task_group() as group:
-            for name in changed:
-                group.start_soon(self._load_logged, name)
             for name in removed:
                 group.start_soon(self._forget, name)
+        self.ensembles.explicit.update(changed)
+        await self._load_batch(changed, along=False)
+        await self._follow(set(removed))
 
     async def _forget(self, name: str) -> None:
         """A folder gone from the directory: unloaded, and gone from the index."""
@@ -316,6 +411,7 @@ class ModelControl:
             await self._unload(name)
             self.core.served.forget(name)
             self._read_as.pop(name, None)
+            self.ensembles.named.pop(name, None)
 
     @contextlib.contextmanager
     def _loading(self) -> Iterator[None]:

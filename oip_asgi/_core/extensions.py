@@ -97,6 +97,8 @@ REGISTRY = (
         rpcs=("RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload"),
         listed="with a repository",
     ),
+    # The unload's parameter that unloads the models loaded along with an ensemble too: Triton lists it apart.
+    Extension("model_repository(unload_dependents)", "model-repository", listed="with a repository"),
     Extension(
         "system_shared_memory",
         "shared-memory",

@@ -4,7 +4,8 @@ The repository extension's load carries its parameters as a map: ``config`` (Mod
 text) and ``file:<path>`` (a file's bytes, which a config then refers to). A Triton Python model's
 ``pb_utils.load_model`` gives the same two things as its own arguments. Both become a `LoadArguments`
 here, once: the wires (REST, which base64-decodes the files first, and gRPC) call `load_arguments`, the
-Python backend's host `python_load_arguments`.
+Python backend's host `python_load_arguments`. An unload's one parameter, ``unload_dependents``, is read
+by `unload_dependents` for both wires.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ def load_arguments(name: str, parameters: Mapping[str, object]) -> LoadArguments
         elif key.startswith("file:"):
             files[key.removeprefix("file:")] = _file(name, key, value)
     return _arguments(name, config, files)
+
+
+def unload_dependents(parameters: Mapping[str, object]) -> bool:
+    """The repository extension's unload parameter ``unload_dependents`` (a boolean; False when left out)."""
+    value = parameters.get("unload_dependents", False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"Unable to parse 'unload_dependents': expected a boolean, got {type(value).__name__}")
+    return value
 
 
 def python_load_arguments(name: str, config: str, files: Mapping[str, object] | None) -> LoadArguments:

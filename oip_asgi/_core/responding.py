@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar, cast
 
 import msgspec
@@ -135,12 +136,16 @@ class Responder:
                 raise TracingUnavailable(f"the server does not support tracing: {exc}") from None
 
     async def _traced_once(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Response:
-        level = self.traces.sample(model.name)
-        if not level:
-            return await self._once(model, exchange, times)
-        trace = Trace(self.tracer, model, level, times)
-        with trace.current():
-            return await self._once(model, _tapped(exchange, trace), times)
+        level = _sampled(self.traces, model, exchange)
+        token = _PARENT_LEVEL.set(level)  # the requests it makes (an ensemble's steps) follow its sampling
+        try:
+            if not level:
+                return await self._once(model, exchange, times)
+            trace = Trace(self.tracer, model, level, times)
+            with trace.current():
+                return await self._once(model, _tapped(exchange, trace), times)
+        finally:
+            _PARENT_LEVEL.reset(token)
 
     async def _once(self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes) -> Response:
         """The unary body: the model called once, its one response sent whole; that response."""
@@ -201,14 +206,25 @@ class Responder:
         """
         if not model.decoupled:
             return await self.once(model, exchange, times)
+        if not self.traced:
+            return await self._stream(model, exchange, times, ())
+        level = _sampled(self.traces, model, exchange)
+        token = _PARENT_LEVEL.set(level)  # the requests it makes (an ensemble's steps) follow its sampling
+        try:
+            return await self._stream(model, exchange, times, level)
+        finally:
+            _PARENT_LEVEL.reset(token)
+
+    async def _stream(
+        self, model: ServedModel, exchange: Exchange[Response], times: RequestTimes, level: tuple[str, ...]
+    ) -> None:
+        """`streaming`'s body, traced at `level` (the whole stream, from its request to its end) unless ()."""
         from .streaming import END  # a decoupled model's: imported by the servers that serve one
 
         trace = None
-        if self.traced:  # a setting traces: the whole stream, from its request to its end
-            level = self.traces.sample(model.name)
-            if level:
-                trace = Trace(self.tracer, model, level, times)
-                exchange = _tapped(exchange, trace)
+        if level:
+            trace = Trace(self.tracer, model, level, times)
+            exchange = _tapped(exchange, trace)
         request = await exchange.decode(model)
         times.decoded = now()
         steps = await model.stream(request, times)
@@ -256,6 +272,18 @@ class Responder:
                 trace.end(responses=exchange.responses)
         model.statistics.succeeded(times, now())
         return None
+
+
+# The trace levels of the request being answered, for the requests it makes whose exchange says
+# `follows_parent_trace` (an ensemble's steps): as in Triton, those are traced when it is (a child's trace),
+# never sampled on their own. None outside any request; a BLS request (which does not say it) is sampled.
+_PARENT_LEVEL: ContextVar[tuple[str, ...] | None] = ContextVar("oip_asgi_parent_trace_level", default=None)
+
+
+def _sampled(traces: TraceSettings, model: ServedModel, exchange: Exchange[Any]) -> tuple[str, ...]:
+    """The levels `model`'s request is traced at: its parent request's (an ensemble's step), else as sampled."""
+    inherited = _PARENT_LEVEL.get() if getattr(exchange, "follows_parent_trace", False) else None
+    return traces.sample(model.name) if inherited is None else inherited
 
 
 def _tapped(exchange: Exchange[Response], trace: Trace) -> Exchange[Response]:

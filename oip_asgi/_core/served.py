@@ -182,8 +182,9 @@ class ServedModels:
         self.generation += 1
         return list(previous.values())
 
-    def unloaded(self, name: str) -> None:
-        self._become(name, NotServed(Cause.UNLOADED, "unloaded"))
+    def unloaded(self, name: str, reason: str = "unloaded") -> None:
+        """`name` serves nothing now; `reason` where it was not asked to unload (an ensemble whose model is gone)."""
+        self._become(name, NotServed(Cause.UNLOADED, reason))
 
     def forget(self, name: str) -> None:
         """No record of `name` any more (a repository's folder that is gone); nothing if it has none."""

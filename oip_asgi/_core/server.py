@@ -296,8 +296,9 @@ class ServerCore:
         """Triton's load: `config` (ModelConfig JSON) and `files` (its paths' bytes); see `load_request.py`."""
         await self._model_control().load(name, config=config, files=files)
 
-    async def unload_model(self, name: str) -> None:
-        await self._model_control().unload(name)
+    async def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:
+        """Triton's unload; `unload_dependents` unloads the models only loaded along with an ensemble too."""
+        await self._model_control().unload(name, unload_dependents=unload_dependents)
 
     def _model_control(self) -> ModelControl:
         if self.control is None:

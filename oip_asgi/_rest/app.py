@@ -253,8 +253,10 @@ class OIPApp(WireApp):
         await send_response(send, 200, [JSON], [b""])
 
     async def _unload_model(self, scope: Scope, receive: Receive, send: Send, match: re.Match[str]) -> None:
-        await self._small_json(scope, receive, ModelControlRequest)  # unload_dependents: no ensembles to unload
-        await self.core.unload_model(match.group("name"))
+        from .._core.load_request import unload_dependents
+
+        request = await self._small_json(scope, receive, ModelControlRequest)
+        await self.core.unload_model(match.group("name"), unload_dependents=unload_dependents(request.parameters))
         await send_response(send, 200, [JSON], [b""])
 
     def _json_body(self, scope: Scope, receive: Receive) -> BodyReader:

@@ -14,7 +14,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from .._core.extensions import REGISTRY
-from .._core.load_request import load_arguments
+from .._core.load_request import load_arguments, unload_dependents
 from .._core.request import DecodedRequest
 from .._core.reserved import grpc_parameters
 from .._core.responding import Reply
@@ -329,7 +329,9 @@ class InferenceService:
     async def repository_model_unload(
         self, request: pb.RepositoryModelUnloadRequest
     ) -> pb.RepositoryModelUnloadResponse:
-        await self.core.unload_model(request.model_name)
+        parameters = {key: getattr(value, value.WhichOneof("parameter_choice") or "bool_param")
+                      for key, value in request.parameters.items()}  # fmt: skip
+        await self.core.unload_model(request.model_name, unload_dependents=unload_dependents(parameters))
         return pb.RepositoryModelUnloadResponse()
 
     async def trace_setting(self, request: pb.TraceSettingRequest) -> pb.TraceSettingResponse:

@@ -44,6 +44,7 @@ NAMES = {
     "model_configuration": ["model_configuration", "model configuration", "ModelConfig RPC", "`ModelConfig`"],
     "statistics": ["statistics extension", "ModelStatistics", "/stats"],
     "model_repository": ["model_repository", "model repository extension", "RepositoryIndex", "RepositoryModelLoad"],
+    "model_repository(unload_dependents)": ["unload_dependents"],
     "system_shared_memory": [
         "system_shared_memory",
         "system shared memory",

@@ -15,6 +15,7 @@ from ..model import Model
 from ..python_backend import PythonHost, completed_config
 from ..triton import is_integer_version
 from ._config import HONOURED, HONOURED_PYTHON_BACKEND, ConfigError, checked_json, read_pbtxt, unacted
+from ._ensemble import HONOURED_ENSEMBLE, Ensemble, checked_ensemble, ensemble_versions, is_ensemble
 from ._errors import RepositoryError
 from ._modules import Modules, ReadModules, release
 from ._paths import PathError, folder_fingerprint, inside, is_model_name, model_folder, write_files
@@ -31,6 +32,7 @@ class DirectoryModel:
     warnings: list[str]  # one message naming the config fields read and not acted on (the logger names the model)
     # The model.py modules it registered in sys.modules: `release` them once its versions stop serving.
     modules: Modules = field(default_factory=dict)
+    ensemble: Ensemble | None = None  # an ensemble's steps: the core checks them against its models and runs them
 
 
 def model_names(root: Path) -> list[str]:
@@ -105,6 +107,8 @@ def _read(
     if config is not None and config.get("name", name) != name:
         raise RepositoryError(f"config names model {config['name']!r}, but its folder is {name!r}")
     numbers = _versions(folder, config or {})
+    if config is not None and is_ensemble(config):
+        return _ensemble(folder, name, config, numbers)
     triton = triton_class(folder / numbers[-1], name, numbers[-1], config or {}, modules)
     if triton is not None:  # Triton's Python model: its auto_complete_config completes the config first
         config = completed_config(triton, config or {}, name, host)
@@ -117,6 +121,20 @@ def _read(
     ignored = unacted(config or {}, HONOURED if triton is None else HONOURED_PYTHON_BACKEND)
     warnings = [f"config fields not acted on: {', '.join(ignored)}"] if ignored else []
     return DirectoryModel(name, versions, completed_by_model(config, name, versions[-1]), warnings, modules)
+
+
+def _ensemble(folder: Path, name: str, config: dict[str, Any], numbers: list[str]) -> DirectoryModel:
+    ensemble = checked_ensemble(name, config)
+    ignored = unacted(config, HONOURED_ENSEMBLE)
+    warnings = [f"config fields not acted on: {', '.join(ignored)}"] if ignored else []
+    completed = {
+        "name": name,
+        **config,
+        "version_policy": config.get("version_policy", {"latest": {"num_versions": 1}}),
+    }
+    return DirectoryModel(
+        name, ensemble_versions(folder, name, config, numbers), completed, warnings, ensemble=ensemble
+    )
 
 
 def _check_decoupled(name: str, config: Mapping[str, Any], versions: Sequence[Model]) -> None:
