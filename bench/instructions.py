@@ -379,22 +379,9 @@ def w12(loop: Any, server: str, count: int) -> None:
     shutil.rmtree(root)
 
 
-ENSEMBLE = """
-name: "both"
-platform: "ensemble"
-input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ -1, 16 ] } ]
-output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1, 16 ] } ]
-ensemble_scheduling { step [
-  { model_name: "first", model_version: -1, input_map { key: "INPUT0" value: "INPUT0" }
-    output_map { key: "OUTPUT0" value: "between" } },
-  { model_name: "second", model_version: -1, input_map { key: "INPUT0" value: "between" }
-    output_map { key: "OUTPUT0" value: "OUTPUT0" } }
-] }
-"""
-
-
 def ensemble(loop: Any, calls: bool, body: bytes, count: int) -> None:
     """W1's body through the ensemble `both` of two trivial models, or to each of them in turn (`calls`)."""
+    from ensemble_cost import ENSEMBLE
     from harness.inprocess import app_requester, exchange
 
     import oip_asgi

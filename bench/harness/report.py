@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import envs, procs
-from harness.rounds import Run
+from harness.rounds import Run, paired_ratio
 
 Metrics = Mapping[str, tuple[str, str]]  # metric -> (title, "higher" or "lower" is better)
 
@@ -38,6 +38,17 @@ def table(
             cells.append(number(ratio) + ("x" if ratio else ""))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def paired_targets(run: Run, ratios: Mapping[str, tuple[str, str, str, float, str]]) -> list[dict[str, Any]]:
+    """Each target {label: (ours, theirs, metric, bar, better)} judged on the median of its per-round ratios."""
+    rows = [
+        {"target": label, "value": paired_ratio(run.samples[ours].get(metric, []), run.samples[theirs].get(metric, [])),
+         "bar": bar, "better": better}
+        for label, (ours, theirs, metric, bar, better) in ratios.items()
+        if ours in run.samples and theirs in run.samples
+    ]  # fmt: skip
+    return judged(rows)
 
 
 def judged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -262,16 +262,6 @@ METRICS = {
 }  # fmt: skip
 
 
-def targets(run: Run) -> list[dict[str, Any]]:
-    """Issue 27's bars: each ratio the median of the per-round ratios (paired by round)."""
-    rows = []
-    for label, (ours, theirs, metric, bar, better) in RATIOS.items():
-        if ours in run.samples and theirs in run.samples:
-            value = rounds.paired_ratio(run.samples[ours].get(metric, []), run.samples[theirs].get(metric, []))
-            rows.append({"target": label, "value": value, "bar": bar, "better": better})
-    return report.judged(rows)
-
-
 def main(argv: list[str]) -> None:
     parser = rounds.parser("W12", __doc__, SERVERS)
     parser.add_argument("--results", type=Path, default=envs.BENCH / "results" / "w12")
@@ -311,7 +301,7 @@ def main(argv: list[str]) -> None:
                 print(f"  {name}: {json.dumps(figures)}", flush=True)
     loadavg.append(report.loadavg())
     medians = rounds.medians(run.samples)
-    rows = targets(run)
+    rows = report.paired_targets(run, RATIOS)  # issue 27's bars
     settings = {"rounds": args.rounds, "seconds": args.seconds, "warmup": args.warmup}
     document = report.document(report.command("bench/run.py", argv), started, settings, run,
                                loadavg_before_after=loadavg, medians=medians, targets=rows)  # fmt: skip
