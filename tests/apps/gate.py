@@ -5,21 +5,18 @@ $OIP_GATE_OPEN exists."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 
 from examples.models import models as example_models
 from oip_asgi import Model, TensorSpec
+from tests.support.waiting import wait_until
 
 
 def _gated_add_sub(INPUT0: np.ndarray, INPUT1: np.ndarray) -> dict[str, np.ndarray]:
     Path(os.environ["OIP_GATE_ENTERED"]).write_text("entered\n")
-    opened = Path(os.environ["OIP_GATE_OPEN"])
-    deadline = time.monotonic() + 60  # a test that never opens it fails on its own: no thread stays behind
-    while not opened.exists() and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(Path(os.environ["OIP_GATE_OPEN"]).exists, "the test opened the gate")  # no thread stays behind
     return {"OUTPUT0": INPUT0 + INPUT1, "OUTPUT1": INPUT0 - INPUT1}
 
 

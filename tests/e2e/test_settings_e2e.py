@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.support.servers import HOST, Server, free_port, serving
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_until, whole_lines
 
 httpclient = pytest.importorskip("tritonclient.http")
 grpcclient = pytest.importorskip("tritonclient.grpc")
@@ -56,11 +56,11 @@ class Served:
     folder: Path
 
     def lines(self) -> list[str]:
-        return self.log.read_text().splitlines() if self.log.exists() else []
+        return whole_lines(self.log)
 
     def spans_of(self, model: str) -> list[dict[str, Any]]:
-        text = self.spans.read_text() if self.spans.exists() else ""
-        return [span for span in map(json.loads, text.splitlines()) if span["attributes"]["oip.model.name"] == model]
+        spans = map(json.loads, whole_lines(self.spans))
+        return [span for span in spans if span["attributes"]["oip.model.name"] == model]
 
     def infer(self, model: str, count: int = 1) -> None:
         for _ in range(count):

@@ -46,3 +46,9 @@ def written(path: Path, what: str = "", *, within: float = HANG) -> str:
 
     wait_until(has_text, what or f"{path.name} was not written", within=within)
     return text
+
+
+def whole_lines(path: Path) -> list[str]:
+    """The lines another process has written to `path` so far, each whole: a line still being written is left out."""
+    text = path.read_text() if path.exists() else ""
+    return text[: text.rfind("\n") + 1].splitlines()
