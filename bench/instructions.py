@@ -12,6 +12,8 @@ the start-up (and the imports). The cases:
 - `W2s`: the same tensor as tritonclient sends it by default, binary after the JSON, its output asked back
   binary (a small W2), driven the same way;
 - `G1`, `G1-floor`: G1's ModelInfer through a grpc.aio server and client in one process, ours or a bare echo;
+  `G1handler`: G1's request through ours' ModelInfer handler alone, as grpcio calls it, without grpcio (the
+  handler's own share of `G1`);
   `G1codec`: the same tensor in a ModelInferRequest's raw_input_contents through the gRPC codec alone (parsed,
   decoded, the identity's outputs built, encoded and serialized: what ModelInfer adds around the core);
 - `W10grpc`, `W10grpc-floor`: W10's gRPC stream, per frame of one ModelStreamInfer call;
@@ -75,7 +77,7 @@ W1_APPS = ("floor", "W1", "W1cli", "W1mw", "W1fast", "W1s", "W1scli")
 # G1's ModelInfer through a grpc.aio server and client in this process: the floor's echo, ours; their
 # difference is ours' handler (the client and grpcio's own share are alike in both); `G1codec`: ModelInfer's
 # codec alone around the identity, no grpcio.
-G1_CASES = ("G1-floor", "G1", "G1codec")
+G1_CASES = ("G1-floor", "G1", "G1handler", "G1codec")
 # W10's gRPC stream: one ModelStreamInfer call of `count` frames (tokens), the floor's prepared messages or ours.
 W10_CASES = ("W10grpc-floor", "W10grpc")
 CASES = (*W1_APPS, *(f"{app}-server" for app in W1_APPS), *IMPORTS, *G1_CASES, *W10_CASES, "W2s",
@@ -164,6 +166,9 @@ def run(case: str, count: int, bodies: Path | None) -> None:
             for _ in range(count):
                 request()
         return
+    if case == "G1handler":
+        loop.run_until_complete(g1_handler(count))
+        return
     if case in G1_CASES:
         loop.run_until_complete(g1(case, count))
         return
@@ -224,6 +229,37 @@ async def g1(case: str, count: int) -> None:
         for _ in range(count):
             await call(body)
     await server.stop(None)
+
+
+async def g1_handler(count: int) -> None:
+    """`count` G1 requests through ours' ModelInfer handler, called as grpcio calls it (body and context)."""
+    from loadgen.grpc_unary import make_request
+
+    import oip_asgi
+    from oip_asgi.grpc import InferenceService
+
+    import ours_app
+
+    service = InferenceService(oip_asgi.oip_app({"identity": ours_app.identity}))
+    handler = service.handler().service(_Details("/inference.GRPCInferenceService/ModelInfer"))
+    assert handler is not None and handler.unary_unary is not None
+    body = make_request(16, 0).SerializeToString()
+    context = _Context()
+    for _ in range(count):
+        await handler.unary_unary(body, context)
+
+
+class _Details:
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.invocation_metadata = ()
+
+
+class _Context:
+    """The little of grpcio's servicer context a successful call reads."""
+
+    def invocation_metadata(self) -> tuple[()]:
+        return ()
 
 
 async def w10_stream(case: str, count: int) -> None:

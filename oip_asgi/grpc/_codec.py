@@ -32,7 +32,7 @@ from .._core.shared_memory import (
     placement,
 )
 from .._core.tensors import array_from_binary, binary_chunks, miscount, out_of_range
-from .._declarations.datatypes import native_dtype
+from .._declarations.datatypes import native_dtype, numpy_dtype
 from .._declarations.errors import BadRequest, ModelError, quoted
 from .._protobuf import inference_pb2 as pb
 from ._response import varint
@@ -57,6 +57,8 @@ CONTENTS_FIELD = {
 }
 # The narrower integer datatypes whose field holds wider values: each value must fit.
 _NARROW = {name: np.iinfo(native_dtype(name)) for name in ("UINT8", "UINT16", "INT8", "INT16")}
+# The datatypes whose raw contents are any bytes of their size (not BOOL, BYTES, or BF16 and its optional dtype).
+_FIXED = {name: numpy_dtype(name) for name in CONTENTS_FIELD if name not in ("BOOL", "BYTES")}
 _RAW_OUTPUT_TAG = bytes([6 << 3 | 2])  # ModelInferResponse.raw_output_contents, length-delimited
 _INT64 = (-(2**63), 2**63 - 1)
 _RAW_INPUT_FIELD = 7  # ModelInferRequest.raw_input_contents
@@ -87,7 +89,10 @@ def parse_request(body: bytes) -> tuple[pb.ModelInferRequest, Sequence[bytes | m
     early, or holds a wire type protobuf refuses, is refused.
     """
     if len(body) < SPLIT_ABOVE:
-        return _parse_message(body), ()
+        try:
+            return _FROM_STRING(body), ()
+        except DecodeError as exc:
+            raise _not_valid(exc) from None
     view = memoryview(body)
     header: list[memoryview] = []
     raw: list[memoryview] = []
@@ -150,11 +155,18 @@ def _truncated(start: int) -> BadRequest:
     return BadRequest(f"the request is not a valid ModelInferRequest: its field at byte {start} is truncated")
 
 
+_FROM_STRING = pb.ModelInferRequest.FromString
+
+
 def _parse_message(body: bytes) -> pb.ModelInferRequest:
     try:
-        return pb.ModelInferRequest.FromString(body)
+        return _FROM_STRING(body)
     except DecodeError as exc:
-        raise BadRequest(f"the request is not a valid ModelInferRequest: {exc}") from None
+        raise _not_valid(exc) from None
+
+
+def _not_valid(exc: DecodeError) -> BadRequest:
+    return BadRequest(f"the request is not a valid ModelInferRequest: {exc}")
 
 
 def _read_varint(body: bytes, position: int) -> tuple[int, int]:
@@ -188,7 +200,8 @@ def decode_request(
     `raw` holds the raw contents `parse_request` split off, if it did; else they are the request's own.
     `memory` holds the shared-memory regions its tensors may name (none without it).
     """
-    inputs = [_Input(tensor.name, tensor.datatype, list(tensor.shape), tensor) for tensor in request.inputs]
+    # Slices, not iteration: iterating a upb container ends on an IndexError it formats, each time.
+    inputs = [_Input(tensor.name, tensor.datatype, tensor.shape[:], tensor) for tensor in request.inputs[:]]
     check_inputs(model, inputs)
     placed: list[tuple[_Input, Place]] = []
     for item in inputs:
@@ -205,7 +218,8 @@ def decode_request(
     typed = parameters.get(TYPED_OUTPUTS, False)
     if not isinstance(typed, bool):
         raise BadRequest(f"parameter {TYPED_OUTPUTS} must be a boolean, got {_value_text(typed)}")
-    requested, places_outputs = _requested(request) if len(request.outputs) else (None, False)
+    outputs = request.outputs[:]
+    requested, places_outputs = _requested(outputs) if outputs else (None, False)
     if requested is not None:
         check_outputs(model, requested)
     decoded = DecodedRequest({}, request.id or None, parameters, requested)
@@ -214,7 +228,7 @@ def decode_request(
         decoded.input_parameters = {name: parameters for name, parameters in own if parameters}
 
     if not raw:
-        raw = request.raw_input_contents
+        raw = request.raw_input_contents[:]
     items = inputs  # those whose data the message carries
     if placed or places_outputs:
         if memory is None:
@@ -224,13 +238,13 @@ def decode_request(
         items = [item for item in inputs if item.name not in names]
     try:
         if len(raw):
-            with_contents = next((item.name for item in items if item.tensor.HasField("contents")), None)
-            if with_contents is not None:
-                # Triton's words first: clients match on them (its own examples read the error text).
-                raise BadRequest(
-                    f"contents field must not be specified when using raw_input_contents for {quoted(with_contents)} "
-                    f"for model {quoted(model.name)}; send every input one way"
-                )
+            for item in items:
+                if item.tensor.HasField("contents"):
+                    # Triton's words first: clients match on them (its own examples read the error text).
+                    raise BadRequest(
+                        f"contents field must not be specified when using raw_input_contents for {quoted(item.name)} "
+                        f"for model {quoted(model.name)}; send every input one way"
+                    )
             if len(raw) != len(items):
                 some = "" if items is inputs else " not in shared memory"
                 raise BadRequest(
@@ -286,10 +300,10 @@ def _without_contents(inputs: Sequence[_Input]) -> str:
     return f"; no raw_input_contents for input{'s' if len(inputs) > 1 else ''} {names}{more}"
 
 
-def _requested(request: pb.ModelInferRequest) -> tuple[list[RequestedOutput], bool]:
-    """The outputs asked for, and whether one is placed in shared memory."""
+def _requested(outputs: list[Any]) -> tuple[list[RequestedOutput], bool]:
+    """The outputs asked for (a request's InferRequestedOutputTensors), and whether one is placed in shared memory."""
     requested, places = [], False
-    for output in request.outputs:
+    for output in outputs:
         classification = place = None
         parameters = output.parameters
         if not parameters:
@@ -325,6 +339,9 @@ def _value_text(value: Any) -> str:
 
 
 def _raw_input(tensor: _Input, content: bytes | memoryview) -> np.ndarray:
+    dtype = _FIXED.get(tensor.datatype)
+    if dtype is not None and content.__class__ is bytes and len(content) == dtype.itemsize * math.prod(tensor.shape):
+        return np.ndarray(tensor.shape, dtype, content)  # a small message's: a read-only view of them, in one call
     check_binary_size(tensor.name, tensor.datatype, tensor.shape, len(content))
     return array_from_binary(tensor.name, tensor.datatype, tensor.shape, np.frombuffer(content, dtype=np.uint8))
 
@@ -345,7 +362,7 @@ def _typed_input(item: _Input) -> np.ndarray:
     others = [descriptor.name for descriptor, _ in contents.ListFields() if descriptor.name != field]
     if others:
         raise BadRequest(f"input {quoted(item.name)} is {datatype}, whose typed contents are {field}, not {others[0]}")
-    values: Sequence[Any] = getattr(contents, field)
+    values: Sequence[Any] = getattr(contents, field)[:]  # a list: iterating upb's container costs an IndexError
     if len(values) != count:
         raise miscount(item.name, len(values), shape)
     if datatype == "BYTES":

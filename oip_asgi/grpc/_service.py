@@ -27,7 +27,7 @@ from .._declarations.restricted import Restriction, RestrictionsArgument, restri
 from .._protobuf import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
 from ._messages import ModelConfigs, model_metadata_response, server_metadata_response, statistics_response
-from ._response import plain, response_bytes
+from ._response import head, plain, response_bytes
 from ._settings import log_settings_rpc, trace_setting_rpc
 from ._shared_memory import shared_memory_rpcs
 from ._stream import DEFAULT_FIRST_REQUEST_TIMEOUT, FINAL, Outlet, answer_stream, first_within, stream_end
@@ -173,8 +173,11 @@ class _GRPCExchange:
             if reply.last:  # sent with its model's final flag: marked final, and no empty final response after it
                 final, self._last = _LAST, True
             parameters = {**parameters, **final} if parameters else final
-        if not self._typed and plain(reply.outputs):  # written directly; its head made once while it stays the same
-            cached = self._head
+        if not self._typed and plain(reply.outputs):  # written directly (see _response.py)
+            if not parameters:
+                model = reply.model
+                return response_bytes(head(model.name, model.version, reply.request.id), reply.outputs, self._stream_field)
+            cached = self._head  # its parameters' head, serialized once while they stay the same
             if cached is None or cached[0] is not parameters:
                 empty, _ = encode_response(Reply(reply.model, reply.request, [], None), parameters, False)
                 cached = self._head = (parameters, empty.SerializeToString())
@@ -262,6 +265,8 @@ class InferenceService:
         self, name: str, method: Callable[[bytes], Awaitable[Message | bytes]]
     ) -> Callable[[bytes, Context], Awaitable[bytes]]:
         restriction = self.restrictions.get(GROUPS[name])
+        if name == "ModelInfer":
+            return self._model_infer(restriction)
 
         async def handle(body: bytes, context: Context) -> bytes:
             if restriction is not None:
@@ -300,6 +305,23 @@ class InferenceService:
         return await self.core.infer(
             request.model_name, request.model_version or None, _GRPCExchange(request, raw, len(body), self._memory)
         )
+
+    def _model_infer(self, restriction: Restriction | None) -> Callable[[bytes, Context], Awaitable[bytes]]:
+        """ModelInfer's handler: `_unary`'s with `model_infer` inline, one call from grpcio to the core."""
+        core, memory = self.core, self._memory
+
+        async def handle(body: bytes, context: Context) -> bytes:
+            if restriction is not None:
+                await _check(restriction, context)
+            try:
+                request, raw = parse_request(body)
+                exchange = _GRPCExchange(request, raw, len(body), memory)
+                return await core.infer(request.model_name, request.model_version or None, exchange)
+            except Exception as exc:
+                error = core.client_error(exc, "gRPC ModelInfer")
+            await abort(context, error)
+
+        return handle
 
     async def model_statistics(self, request: pb.ModelStatisticsRequest) -> pb.ModelStatisticsResponse:
         """Triton's statistics extension: the counts REST serves, field for field."""
