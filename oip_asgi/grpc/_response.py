@@ -67,7 +67,10 @@ def head(model: str, version: str, request_id: str | None) -> bytes:
         if len(_heads) >= _KEPT:
             _heads.clear()
         fields = _heads[key] = _string(_MODEL_NAME, model) + _string(_MODEL_VERSION, version)
-    return fields + _string(_ID, request_id) if request_id else fields
+    if not request_id:
+        return fields
+    data = request_id.encode()
+    return b"".join((fields, _ID, varint(len(data)), data))
 
 
 def _header(name: str, datatype: str, shape: tuple[int, ...]) -> bytes:
@@ -83,13 +86,15 @@ def _header(name: str, datatype: str, shape: tuple[int, ...]) -> bytes:
     return field
 
 
-def response_bytes(head: bytes, outputs: list[OutputTensor], field: int | None = None) -> bytes:
+def response_bytes(head: bytes, outputs: list[OutputTensor], field: int | None = None) -> bytes | None:
     """The response of `head` (its serialized fields before the outputs) and `outputs` (raw contents); with
-    `field`, as that field of a message."""
+    `field`, as that field of a message. None unless the outputs are `plain`."""
     parts: list[Any] = [head]
     raw: list[Any] = []
     size = len(head)
     for output in outputs:
+        if output.parameters or (output.requested is not None and output.requested.placed is not None):
+            return None  # not plain: see `plain`
         array: np.ndarray = output.array
         datatype = output.datatype
         shape = array.shape
@@ -102,7 +107,7 @@ def response_bytes(head: bytes, outputs: list[OutputTensor], field: int | None =
         else:
             length, chunks = binary_chunks(array, datatype)
             content = chunks[0]
-        length_bytes = varint(length)
+        length_bytes = _SMALL[length] if length < 0x80 else varint(length)
         raw += (_RAW, length_bytes, content)
         size += len(header) + 1 + len(length_bytes) + length
     if field is not None:

@@ -153,10 +153,12 @@ class _GRPCExchange:
 
     async def decode(self, model: ServedModel) -> DecodedRequest:
         decoded, self._typed = decode_request(self._request, model, self._raw, self._memory)
-        asked = decoded.parameters.pop(EMPTY_FINAL, False)  # the stream's to act on, not the model's
-        if not isinstance(asked, bool):  # Triton's words
-            raise BadRequest(f"invalid value type for '{EMPTY_FINAL}' parameter, expected bool_param.")
-        decoded.parameters, decoded.controls = grpc_parameters(decoded.parameters)  # Triton's frontend's, taken
+        asked = False
+        if decoded.parameters:
+            asked = decoded.parameters.pop(EMPTY_FINAL, False)  # the stream's to act on, not the model's
+            if not isinstance(asked, bool):  # Triton's words
+                raise BadRequest(f"invalid value type for '{EMPTY_FINAL}' parameter, expected bool_param.")
+            decoded.parameters, decoded.controls = grpc_parameters(decoded.parameters)  # Triton's frontend's, taken
         if self._outlet is not None:
             # As Triton: a model that answers once marks its one response final; a decoupled model's
             # responses are not, its end is the empty final response (when asked for) or nothing. Its
@@ -173,15 +175,19 @@ class _GRPCExchange:
             if reply.last:  # sent with its model's final flag: marked final, and no empty final response after it
                 final, self._last = _LAST, True
             parameters = {**parameters, **final} if parameters else final
-        if not self._typed and plain(reply.outputs):  # written directly (see _response.py)
+        if not self._typed:  # raw outputs written directly when they are plain (see _response.py)
+            written = None
             if not parameters:
                 model = reply.model
-                return response_bytes(head(model.name, model.version, reply.request.id), reply.outputs, self._stream_field)
-            cached = self._head  # its parameters' head, serialized once while they stay the same
-            if cached is None or cached[0] is not parameters:
-                empty, _ = encode_response(Reply(reply.model, reply.request, [], None), parameters, False)
-                cached = self._head = (parameters, empty.SerializeToString())
-            return response_bytes(cached[1], reply.outputs, self._stream_field)
+                written = response_bytes(head(model.name, model.version, reply.request.id), reply.outputs)
+            elif plain(reply.outputs):
+                cached = self._head  # its parameters' head, serialized once while they stay the same
+                if cached is None or cached[0] is not parameters:
+                    empty, _ = encode_response(Reply(reply.model, reply.request, [], None), parameters, False)
+                    cached = self._head = (parameters, empty.SerializeToString())
+                written = response_bytes(cached[1], reply.outputs, self._stream_field)
+            if written is not None:
+                return written
         return serialize(*encode_response(reply, parameters, self._typed), self._stream_field)
 
     async def send(self, response: bytes) -> None:
