@@ -9,6 +9,7 @@ the arrays a model gets are read-only views of the request message's bytes.
 from __future__ import annotations
 
 import math
+from math import prod
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -203,8 +204,11 @@ def decode_request(
     `raw` holds the raw contents `parse_request` split off, if it did; else they are the request's own.
     `memory` holds the shared-memory regions its tensors may name (none without it).
     """
-    # Slices, not iteration: iterating a upb container ends on an IndexError it formats, each time.
-    inputs = [_new(_Input, (tensor.name, tensor.datatype, tensor.shape[:], tensor)) for tensor in request.inputs[:]]
+    # Slices, not iteration: iterating a upb container ends on an IndexError it formats, each time. A loop,
+    # not a comprehension: no call of its own.
+    inputs: list[_Input] = []
+    for tensor in request.inputs[:]:
+        inputs.append(_new(_Input, (tensor.name, tensor.datatype, tensor.shape[:], tensor)))
     check_inputs(model, inputs)
     placed: list[tuple[_Input, Place]] = []
     for item in inputs:
@@ -222,7 +226,15 @@ def decode_request(
     if not isinstance(typed, bool):
         raise BadRequest(f"parameter {TYPED_OUTPUTS} must be a boolean, got {_value_text(typed)}")
     outputs = request.outputs[:]
-    requested, places_outputs = _requested(outputs) if outputs else (None, False)
+    requested: list[RequestedOutput] | None = None
+    places_outputs = False
+    if outputs:
+        requested = []
+        for output in outputs:  # by name alone, the usual request; else each one's parameters read
+            if output.parameters:
+                requested, places_outputs = _requested(outputs)
+                break
+            requested.append(RequestedOutput(output.name))
     if requested is not None:
         check_outputs(model, requested)
     decoded = DecodedRequest({}, request.id or None, parameters, requested)
@@ -254,8 +266,13 @@ def decode_request(
                     f"the request has {len(raw)} raw_input_contents for {len(items)} inputs{some}; "
                     f"raw_input_contents[i] holds inputs[i]{_without_contents(items[len(raw) :])}"
                 )
+            arrays = decoded.inputs
             for item, content in zip(items, raw, strict=True):
-                decoded.inputs[item.name] = _raw_input(item, content)
+                dtype = _FIXED.get(item.datatype)
+                if dtype is not None and content.__class__ is bytes and len(content) == dtype.itemsize * prod(item.shape):
+                    arrays[item.name] = np.ndarray(item.shape, dtype, content)  # a small message's: viewed in one call
+                else:
+                    arrays[item.name] = _raw_input(item, content)
         else:
             for item in items:
                 decoded.inputs[item.name] = _typed_input(item)
@@ -342,9 +359,6 @@ def _value_text(value: Any) -> str:
 
 
 def _raw_input(tensor: _Input, content: bytes | memoryview) -> np.ndarray:
-    dtype = _FIXED.get(tensor.datatype)
-    if dtype is not None and content.__class__ is bytes and len(content) == dtype.itemsize * math.prod(tensor.shape):
-        return np.ndarray(tensor.shape, dtype, content)  # a small message's: a read-only view of them, in one call
     check_binary_size(tensor.name, tensor.datatype, tensor.shape, len(content))
     return array_from_binary(tensor.name, tensor.datatype, tensor.shape, np.frombuffer(content, dtype=np.uint8))
 

@@ -70,7 +70,8 @@ def head(model: str, version: str, request_id: str | None) -> bytes:
     if not request_id:
         return fields
     data = request_id.encode()
-    return b"".join((fields, _ID, varint(len(data)), data))
+    length = len(data)
+    return b"".join((fields, _ID, _SMALL[length] if length < 0x80 else varint(length), data))
 
 
 def _header(name: str, datatype: str, shape: tuple[int, ...]) -> bytes:
