@@ -10,6 +10,7 @@ through `_codec.encode_response`.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from .._declarations.datatypes import numpy_dtype
 # raw_output_contents (6); InferOutputTensor's name (1), datatype (2) and shape (3, packed).
 _MODEL_NAME, _MODEL_VERSION, _ID, _OUTPUTS, _RAW = (bytes([field << 3 | 2]) for field in (1, 2, 3, 5, 6))
 _NAME, _DATATYPE, _SHAPE = _MODEL_NAME, _MODEL_VERSION, _ID
+_LENGTH = struct.Struct("<I")  # a BYTES element's length, before it
 _SMALL = [bytes([value]) for value in range(0x80)]  # the varints of one byte, made once
 # The datatypes whose raw contents are the array's own bytes in the wire's byte order (BYTES is encoded, and BF16
 # needs its optional dtype: both go through `binary_chunks`).
@@ -105,6 +107,9 @@ def response_bytes(head: bytes, outputs: list[OutputTensor], field: int | None =
         if wire is not None:  # a C-contiguous array in the wire's byte order: its own buffer, not copied
             content: Any = np.ascontiguousarray(array, dtype=wire)
             length = content.nbytes
+        elif datatype == "BYTES" and array.size == 1 and (item := array.item()).__class__ is bytes:
+            content = _LENGTH.pack(len(item)) + item  # one element (a token of a stream): its length, then itself
+            length = len(content)
         else:
             length, chunks = binary_chunks(array, datatype)
             content = chunks[0]
@@ -112,5 +117,5 @@ def response_bytes(head: bytes, outputs: list[OutputTensor], field: int | None =
         raw += (_RAW, length_bytes, content)
         size += len(header) + 1 + len(length_bytes) + length
     if field is not None:
-        parts[:0] = (bytes([field << 3 | 2]), varint(size))
+        parts[:0] = (bytes([field << 3 | 2]), _SMALL[size] if size < 0x80 else varint(size))
     return b"".join(parts + raw)

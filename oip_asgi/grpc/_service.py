@@ -7,7 +7,7 @@ is serialized with its raw contents appended straight from the output arrays.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import grpc
@@ -27,7 +27,7 @@ from .._declarations.restricted import Restriction, RestrictionsArgument, restri
 from .._protobuf import inference_pb2 as pb
 from ._codec import decode_request, encode_response, parse_request, serialize
 from ._messages import ModelConfigs, model_metadata_response, server_metadata_response, statistics_response
-from ._response import head, plain, response_bytes
+from ._response import head, response_bytes
 from ._settings import log_settings_rpc, trace_setting_rpc
 from ._shared_memory import shared_memory_rpcs
 from ._stream import DEFAULT_FIRST_REQUEST_TIMEOUT, FINAL, Outlet, answer_stream, first_within, stream_end
@@ -176,16 +176,16 @@ class _GRPCExchange:
                 final, self._last = _LAST, True
             parameters = {**parameters, **final} if parameters else final
         if not self._typed:  # raw outputs written directly when they are plain (see _response.py)
-            written = None
             if not parameters:
                 model = reply.model
-                written = response_bytes(head(model.name, model.version, reply.request.id), reply.outputs)
-            elif plain(reply.outputs):
+                fields = head(model.name, model.version, reply.request.id)
+            else:
                 cached = self._head  # its parameters' head, serialized once while they stay the same
                 if cached is None or cached[0] is not parameters:
                     empty, _ = encode_response(Reply(reply.model, reply.request, [], None), parameters, False)
                     cached = self._head = (parameters, empty.SerializeToString())
-                written = response_bytes(cached[1], reply.outputs, self._stream_field)
+                fields = cached[1]
+            written = response_bytes(fields, reply.outputs, self._stream_field)
             if written is not None:
                 return written
         return serialize(*encode_response(reply, parameters, self._typed), self._stream_field)
@@ -204,11 +204,10 @@ class _GRPCExchange:
                 "which ModelInfer cannot carry; use ModelStreamInfer"
             )
 
-    async def send_next(self, response: bytes) -> None:
+    def send_next(self, response: bytes) -> Coroutine[Any, Any, None]:
+        """The outlet's own coroutine, awaited by the core: no frame of this exchange's between them."""
         assert self._outlet is not None, "send_next before start"
-        await self._outlet.put_taken(response)
-        self.sent += len(response)
-        self.responses += 1
+        return self._outlet.put_taken(response, self)
 
     async def finish(self) -> None:
         assert self._outlet is not None, "finish before start"

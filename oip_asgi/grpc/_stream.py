@@ -12,8 +12,9 @@ checked) ends the call with its gRPC status instead, as Triton's does.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -31,6 +32,39 @@ GRPC_ERROR_MODE = "triton_grpc_error"
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
+_Item = tuple[bytes, "asyncio.Future[None] | None"] | OIPError | None
+
+
+class _Messages:
+    """The call's messages to write, in order: a queue of one reader (the call) that costs a frame two calls, not
+    asyncio.Queue's dozen."""
+
+    __slots__ = ("_items", "_loop", "_waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._items: deque[_Item] = deque()
+        self._loop = loop
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: _Item) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def get(self) -> _Item:
+        items = self._items
+        while not items:
+            waiter = self._waiter = self._loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        return items.popleft()
+
+
 class _Call:
     """One ModelStreamInfer call's responses, in the order they are to be written, and its requests' count."""
 
@@ -38,7 +72,8 @@ class _Call:
         self.error_mode = error_mode
         # Each message with the future its sender awaits (None: nobody waits), the error that ends the
         # call, or None once every request has been answered.
-        self.messages: asyncio.Queue[tuple[bytes, asyncio.Future[None] | None] | OIPError | None] = asyncio.Queue()
+        self.loop = asyncio.get_running_loop()
+        self.messages = _Messages(self.loop)
         self.window = asyncio.Semaphore(STREAM_WINDOW)
         self.open = 0  # requests whose responses have not all been queued
         self.reading = True
@@ -70,6 +105,13 @@ class _Call:
     def _check_end(self) -> None:
         if not self.reading and not self.open:
             self.messages.put_nowait(None)
+
+
+class Counts(Protocol):
+    """What counts a request's responses sent (its exchange)."""
+
+    sent: int
+    responses: int
 
 
 class Outlet:
@@ -111,14 +153,19 @@ class Outlet:
         else:
             self._call.messages.put_nowait((message, None))
 
-    async def put_taken(self, message: bytes) -> None:
-        """Queue `message` and return once it has been handed to grpcio (a slow client slows the model)."""
+    async def put_taken(self, message: bytes, counts: Counts | None = None) -> None:
+        """Queue `message` and return once it has been handed to grpcio (a slow client slows the model); then
+        count it in `counts`, if given."""
         assert not self.ended, "a response after the end of a request's responses"
         if self._held is not None:  # not its turn yet (a model that answers once, answering several times)
             await asyncio.shield(self._after)
-        taken = asyncio.get_running_loop().create_future()
-        self._call.messages.put_nowait((message, taken))
+        call = self._call
+        taken = call.loop.create_future()
+        call.messages.put_nowait((message, taken))
         await taken
+        if counts is not None:
+            counts.sent += len(message)
+            counts.responses += 1
 
     def end(self) -> None:
         if self.ended:
