@@ -91,9 +91,9 @@ def parse_request(body: bytes) -> tuple[pb.ModelInferRequest, Sequence[bytes | m
     """
     if len(body) < SPLIT_ABOVE:
         try:
-            return _FROM_STRING(body), ()
+            return from_string(body), ()
         except DecodeError as exc:
-            raise _not_valid(exc) from None
+            raise not_valid(exc) from None
     view = memoryview(body)
     header: list[memoryview] = []
     raw: list[memoryview] = []
@@ -156,17 +156,17 @@ def _truncated(start: int) -> BadRequest:
     return BadRequest(f"the request is not a valid ModelInferRequest: its field at byte {start} is truncated")
 
 
-_FROM_STRING = pb.ModelInferRequest.FromString
+from_string = pb.ModelInferRequest.FromString
 
 
 def _parse_message(body: bytes) -> pb.ModelInferRequest:
     try:
-        return _FROM_STRING(body)
+        return from_string(body)
     except DecodeError as exc:
-        raise _not_valid(exc) from None
+        raise not_valid(exc) from None
 
 
-def _not_valid(exc: DecodeError) -> BadRequest:
+def not_valid(exc: DecodeError) -> BadRequest:
     return BadRequest(f"the request is not a valid ModelInferRequest: {exc}")
 
 

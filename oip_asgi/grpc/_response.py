@@ -32,7 +32,7 @@ _WIRE = {name: numpy_dtype(name) for name in ("BOOL", "UINT8", "UINT16", "UINT32
 # What was written once and is written again as it was: the heads of (model, version), the headers of
 # (name, datatype, shape). Bounded: a model's outputs of varying shapes, or many models, start them afresh.
 _KEPT = 1024
-_heads: dict[tuple[str, str], bytes] = {}
+heads: dict[tuple[str, str], bytes] = {}
 _headers: dict[tuple[str, str, tuple[int, ...]], bytes] = {}
 
 
@@ -64,11 +64,11 @@ def plain(outputs: list[OutputTensor]) -> bool:
 def head(model: str, version: str, request_id: str | None) -> bytes:
     """The serialized fields of a response without parameters before its outputs."""
     key = (model, version)
-    fields = _heads.get(key)
+    fields = heads.get(key)
     if fields is None:
-        if len(_heads) >= _KEPT:
-            _heads.clear()
-        fields = _heads[key] = _string(_MODEL_NAME, model) + _string(_MODEL_VERSION, version)
+        if len(heads) >= _KEPT:
+            heads.clear()
+        fields = heads[key] = _string(_MODEL_NAME, model) + _string(_MODEL_VERSION, version)
     if not request_id:
         return fields
     data = request_id.encode()

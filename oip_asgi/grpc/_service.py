@@ -25,7 +25,7 @@ from .._core.unsupported import unsupported
 from .._declarations.errors import GRPC_CODES, BadRequest, NotFound, OIPError, quoted
 from .._declarations.restricted import Restriction, RestrictionsArgument, restrictions
 from .._protobuf import inference_pb2 as pb
-from ._codec import decode_request, encode_response, parse_request, serialize
+from ._codec import SPLIT_ABOVE, decode_request, encode_response, from_string, not_valid, parse_request, serialize
 from ._messages import ModelConfigs, model_metadata_response, server_metadata_response, statistics_response
 from ._response import head, response_bytes
 from ._settings import log_settings_rpc, trace_setting_rpc
@@ -319,7 +319,13 @@ class InferenceService:
             if restriction is not None:
                 await _check(restriction, context)
             try:
-                request, raw = parse_request(body)
+                if len(body) < SPLIT_ABOVE:  # `parse_request`'s for a small message, without its call
+                    try:
+                        request, raw = from_string(body), ()
+                    except DecodeError as exc:
+                        raise not_valid(exc) from None
+                else:
+                    request, raw = parse_request(body)
                 exchange = _GRPCExchange(request, raw, len(body), memory)
                 return await core.infer(request.model_name, request.model_version or None, exchange)
             except Exception as exc:

@@ -66,4 +66,4 @@ def test_the_kept_headers_stay_bounded() -> None:
     for index in range(_response._KEPT + 10):
         tensor = OutputTensor("y", np.ones((1, index), dtype=np.float32), "FP32")
         _response.response_bytes(_response.head("m", str(index), None), [tensor])
-    assert len(_response._headers) <= _response._KEPT and len(_response._heads) <= _response._KEPT
+    assert len(_response._headers) <= _response._KEPT and len(_response.heads) <= _response._KEPT
