@@ -7,6 +7,7 @@ is serialized with its raw contents appended straight from the output arrays.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
@@ -263,7 +264,7 @@ class InferenceService:
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, method)) for name, method in unary.items()
         }
-        handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer)
+        handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer())
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _unary(
@@ -375,15 +376,20 @@ class InferenceService:
         """Triton's logging extension: the settings REST's /v2/logging serves."""
         return log_settings_rpc(request)
 
-    async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
-        """Triton's streaming extension: each request's responses, a failed one in its error_message (_stream.py)."""
+    def model_stream_infer(self) -> Callable[[AsyncIterator[bytes], Context], AsyncIterator[bytes]]:
+        """Triton's streaming extension: each request's responses, a failed one in its error_message (_stream.py).
+
+        The handler is `answer_stream` itself (a partial: grpcio sees the async generator function it wraps),
+        so that each response passes through one generator, not two."""
+        return functools.partial(answer_stream, answer=self._stream_one, opening=self._open_stream)
+
+    async def _open_stream(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         restriction = self.restrictions.get("inference")
         if restriction is not None:  # ended before a request is read, as Triton does
             await _check(restriction, context)
         if self.stream_first_request_timeout is not None:
             requests = first_within(requests, self.stream_first_request_timeout, context)
-        async for message in answer_stream(requests, context, self._stream_one):
-            yield message
+        return requests
 
     async def _stream_one(self, body: bytes, outlet: Outlet) -> None:
         request = None

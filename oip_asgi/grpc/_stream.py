@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 import grpc
@@ -36,33 +36,28 @@ _Item = tuple[bytes, "asyncio.Future[None] | None"] | OIPError | None
 
 
 class _Messages:
-    """The call's messages to write, in order: a queue of one reader (the call) that costs a frame two calls, not
-    asyncio.Queue's dozen."""
+    """The call's messages to write, in order (`items`): a queue of one reader, the call, which awaits `arrival()`
+    while it is empty. A message costs a call to put, not asyncio.Queue's dozen."""
 
-    __slots__ = ("_items", "_loop", "_waiter")
+    __slots__ = ("_loop", "_waiter", "items")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._items: deque[_Item] = deque()
+        self.items: deque[_Item] = deque()
         self._loop = loop
         self._waiter: asyncio.Future[None] | None = None
 
     def put_nowait(self, item: _Item) -> None:
-        self._items.append(item)
+        self.items.append(item)
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            if not waiter.done():
+            if not waiter.done():  # (its reader may have been cancelled)
                 waiter.set_result(None)
 
-    async def get(self) -> _Item:
-        items = self._items
-        while not items:
-            waiter = self._waiter = self._loop.create_future()
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-        return items.popleft()
+    def arrival(self) -> asyncio.Future[None]:
+        """A future done once the next message is put."""
+        waiter = self._waiter = self._loop.create_future()
+        return waiter
 
 
 class _Call:
@@ -216,8 +211,12 @@ async def answer_stream(
     requests: AsyncIterator[bytes],
     context: Context,
     answer: Callable[[bytes, Outlet], Coroutine[Any, Any, None]],
+    opening: Callable[[AsyncIterator[bytes], Context], Awaitable[AsyncIterator[bytes]]] | None = None,
 ) -> AsyncIterator[bytes]:
-    """The call's responses, each request answered by `answer` into its outlet, as Triton writes them."""
+    """The call's responses, each request answered by `answer` into its outlet, as Triton writes them;
+    `opening` checks the call before a request is read, and gives the requests to read."""
+    if opening is not None:
+        requests = await opening(requests, context)
     loop = asyncio.get_running_loop()
     call = _Call(error_mode(context))
     running: set[asyncio.Task[None]] = set()
@@ -233,7 +232,15 @@ async def answer_stream(
 
     reader = loop.create_task(read())
     try:
-        while (item := await call.messages.get()) is not None:
+        messages = call.messages
+        items = messages.items
+        while True:
+            if not items:
+                await messages.arrival()  # a future awaited here: no coroutine of its own a message
+                continue
+            item = items.popleft()
+            if item is None:
+                break
             if isinstance(item, OIPError):
                 await context.abort(grpc.StatusCode[item.grpc_code], item.message)
             message, taken = item
