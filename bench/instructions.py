@@ -233,12 +233,11 @@ async def g1(case: str, count: int) -> None:
 
 async def g1_handler(count: int) -> None:
     """`count` G1 requests through ours' ModelInfer handler, called as grpcio calls it (body and context)."""
+    import ours_app
     from loadgen.grpc_unary import make_request
 
     import oip_asgi
     from oip_asgi.grpc import InferenceService
-
-    import ours_app
 
     service = InferenceService(oip_asgi.oip_app({"identity": ours_app.identity}))
     handler = service.handler().service(_Details("/inference.GRPCInferenceService/ModelInfer"))

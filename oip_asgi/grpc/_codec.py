@@ -9,8 +9,8 @@ the arrays a model gets are read-only views of the request message's bytes.
 from __future__ import annotations
 
 import math
-from math import prod
 from collections.abc import Mapping, Sequence
+from math import prod
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -268,9 +268,13 @@ def decode_request(
                 )
             arrays = decoded.inputs
             for item, content in zip(items, raw, strict=True):
-                dtype = _FIXED.get(item.datatype)
-                if dtype is not None and content.__class__ is bytes and len(content) == dtype.itemsize * prod(item.shape):
-                    arrays[item.name] = np.ndarray(item.shape, dtype, content)  # a small message's: viewed in one call
+                dtype = _FIXED.get(item.datatype)  # a small message's (bytes) viewed in one call
+                if (
+                    dtype is not None
+                    and content.__class__ is bytes
+                    and len(content) == dtype.itemsize * prod(item.shape)
+                ):
+                    arrays[item.name] = np.ndarray(item.shape, dtype, content)
                 else:
                     arrays[item.name] = _raw_input(item, content)
         else:

@@ -320,6 +320,7 @@ class InferenceService:
             if restriction is not None:
                 await _check(restriction, context)
             try:
+                raw: Sequence[bytes | memoryview]
                 if len(body) < SPLIT_ABOVE:  # `parse_request`'s for a small message, without its call
                     try:
                         request, raw = from_string(body), ()

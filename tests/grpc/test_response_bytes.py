@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from oip_asgi._core.inference import OutputTensor  # noqa: E402
-from oip_asgi._core.responding import Reply  # noqa: E402
-from oip_asgi.grpc import _response  # noqa: E402
-from oip_asgi.grpc import inference_pb2 as pb  # noqa: E402
-from oip_asgi.grpc._codec import encode_response, serialize  # noqa: E402
+from oip_asgi._core.inference import OutputTensor
+from oip_asgi._core.responding import Reply
+from oip_asgi.grpc import _response
+from oip_asgi.grpc import inference_pb2 as pb
+from oip_asgi.grpc._codec import encode_response, serialize
 
 OUTPUTS: dict[str, list[tuple[str, Any, str]]] = {
     "FP32 [1,16]": [("y", np.arange(16, dtype=np.float32).reshape(1, 16), "FP32")],
