@@ -81,8 +81,8 @@ class Exchange(Protocol[Response]):
     async def start(self) -> None:
         """Begin a stream of several responses (REST: its status and headers)."""
 
-    async def send_next(self, response: Response) -> None:
-        """Send one response of the stream begun, at once; it returns once the wire has taken it."""
+    def send_next(self, response: Response) -> Awaitable[None]:
+        """Send one response of the stream begun, at once; awaited, it returns once the wire has taken it."""
 
     async def finish(self) -> None:
         """End the stream begun: no response follows."""

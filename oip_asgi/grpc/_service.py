@@ -8,7 +8,7 @@ is serialized with its raw contents appended straight from the output arrays.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import grpc
@@ -205,8 +205,8 @@ class _GRPCExchange:
                 "which ModelInfer cannot carry; use ModelStreamInfer"
             )
 
-    def send_next(self, response: bytes) -> Coroutine[Any, Any, None]:
-        """The outlet's own coroutine, awaited by the core: no frame of this exchange's between them."""
+    def send_next(self, response: bytes) -> Awaitable[None]:
+        """What the outlet gives to await (the message's future), awaited by the core: no coroutine between them."""
         assert self._outlet is not None, "send_next before start"
         return self._outlet.put_taken(response, self)
 

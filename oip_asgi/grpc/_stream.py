@@ -32,7 +32,8 @@ GRPC_ERROR_MODE = "triton_grpc_error"
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-_Item = tuple[bytes, "asyncio.Future[None] | None"] | OIPError | None
+# A message, the future its sender awaits (None: nobody waits) and what counts it once sent (None: nothing).
+_Item = tuple[bytes, "asyncio.Future[None] | None", "Counts | None"] | OIPError | None
 
 
 class _Messages:
@@ -146,21 +147,22 @@ class Outlet:
         if self._held is not None:
             self._held.append(message)
         else:
-            self._call.messages.put_nowait((message, None))
+            self._call.messages.put_nowait((message, None, None))
 
-    async def put_taken(self, message: bytes, counts: Counts | None = None) -> None:
-        """Queue `message` and return once it has been handed to grpcio (a slow client slows the model); then
-        count it in `counts`, if given."""
+    def put_taken(self, message: bytes, counts: Counts | None = None) -> Awaitable[None]:
+        """Queue `message`: what is awaited until it has been handed to grpcio (a slow client slows the model),
+        and then counted in `counts`, if given. Its future, awaited by the sender itself: no coroutine a message."""
         assert not self.ended, "a response after the end of a request's responses"
         if self._held is not None:  # not its turn yet (a model that answers once, answering several times)
-            await asyncio.shield(self._after)
+            return self._put_in_turn(message, counts)
         call = self._call
         taken = call.loop.create_future()
-        call.messages.put_nowait((message, taken))
-        await taken
-        if counts is not None:
-            counts.sent += len(message)
-            counts.responses += 1
+        call.messages.put_nowait((message, taken, counts))
+        return taken
+
+    async def _put_in_turn(self, message: bytes, counts: Counts | None) -> None:
+        await asyncio.shield(self._after)
+        await self.put_taken(message, counts)
 
     def end(self) -> None:
         if self.ended:
@@ -176,7 +178,7 @@ class Outlet:
         if held is None:  # it turned out decoupled: it had no turn to wait for
             return
         for message in held:
-            self._call.messages.put_nowait((message, None))
+            self._call.messages.put_nowait((message, None, None))
         if self.ended:
             self._call.done()
             self._pass_turn()
@@ -243,8 +245,11 @@ async def answer_stream(
                 break
             if isinstance(item, OIPError):
                 await context.abort(grpc.StatusCode[item.grpc_code], item.message)
-            message, taken = item
+            message, taken, counts = item
             yield message  # returns once grpcio has sent it
+            if counts is not None:
+                counts.sent += len(message)
+                counts.responses += 1
             if taken is not None and not taken.done():
                 taken.set_result(None)
         await reader  # the client's half ended, or broke: its error ends the call

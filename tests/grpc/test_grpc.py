@@ -732,3 +732,23 @@ def test_large_raw_inputs_are_not_copied() -> None:
     with grpc_server(oip_asgi.oip_app({"look": look})) as address, grpc.insecure_channel(address) as channel:
         inference_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request("look", ("X", "FP32", BIG)))
     assert seen == {"base": "memoryview"}  # a view of the received message's bytes
+
+
+def test_a_streams_access_line_counts_the_responses_and_bytes_it_sent(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="oip_asgi.access")
+
+    def three(X: np.ndarray) -> Any:
+        for step in range(3):
+            yield {"Y": X + step}
+
+    model = Model(three, inputs=[TensorSpec("X", "FP32", [-1])], outputs=[TensorSpec("Y", "FP32", [-1])])
+    app = oip_asgi.oip_app({"three": model}, access_log=True)
+    with grpc_server(app) as address, grpc.insecure_channel(address) as channel:
+        stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")
+        sent = [request("three", ("X", "FP32", F), typed=False, id="t").SerializeToString()]
+        answers = list(stream(iter(sent), timeout=10))
+        wait_until(lambda: any(record.name == "oip_asgi.access" for record in caplog.records), "the access line")
+    assert [output_array(pb.ModelStreamInferResponse.FromString(answer).infer_response, "Y", np.float32)[0]
+            for answer in answers] == [F[0], F[0] + 1, F[0] + 2]  # fmt: skip
+    (line,) = [record.getMessage() for record in caplog.records if record.name == "oip_asgi.access"]
+    assert f" bytes_out={sum(map(len, answers))} responses=3 " in line and " status=200 " in line
