@@ -264,7 +264,9 @@ class InferenceService:
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, method)) for name, method in unary.items()
         }
-        handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.model_stream_infer())
+        handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(
+            functools.partial(answer_stream, answer=self._stream_one, opening=self._open_stream)
+        )
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _unary(
@@ -377,12 +379,12 @@ class InferenceService:
         """Triton's logging extension: the settings REST's /v2/logging serves."""
         return log_settings_rpc(request)
 
-    def model_stream_infer(self) -> Callable[[AsyncIterator[bytes], Context], AsyncIterator[bytes]]:
+    def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         """Triton's streaming extension: each request's responses, a failed one in its error_message (_stream.py).
 
-        The handler is `answer_stream` itself (a partial: grpcio sees the async generator function it wraps),
-        so that each response passes through one generator, not two."""
-        return functools.partial(answer_stream, answer=self._stream_one, opening=self._open_stream)
+        grpcio's handler is `answer_stream` itself (a partial: grpcio sees the async generator function it
+        wraps), so that each response passes through one generator, not two."""
+        return answer_stream(requests, context, self._stream_one, self._open_stream)
 
     async def _open_stream(self, requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         restriction = self.restrictions.get("inference")
