@@ -443,15 +443,17 @@ def instructions(case: str, count: int, bodies: Path | None, statement: str | No
         # Without address randomisation: objects hashed by their address collide alike in every run.
         fixed = ["setarch", platform.machine(), "--addr-no-randomize"] if shutil.which("setarch") else []
         measured = [sys.executable, __file__, "--cases", case, "--run", str(count)]
+        environ = {**os.environ, "PYTHONHASHSEED": "0"}
         if statement is not None:  # an import: the statement alone, in a fresh interpreter (its bytecode cached)
             measured = [sys.executable, "-c", statement]
-            subprocess.run(measured, check=True)
+            environ.pop("PYTHONDONTWRITEBYTECODE", None)  # else every run compiles the modules it imports
+            subprocess.run(measured, check=True, env=environ)
         if bodies is not None and statement is None:
             measured += ["--bodies", str(bodies)]
         subprocess.run(
             [*fixed, "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *measured],
             check=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
+            env=environ,
             capture_output=True,
         )
         totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
