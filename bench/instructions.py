@@ -16,7 +16,9 @@ the start-up (and the imports). The cases:
   decoded, the identity's outputs built, encoded and serialized: what ModelInfer adds around the core);
 - `W10grpc`, `W10grpc-floor`: W10's gRPC stream, per frame of one ModelStreamInfer call;
 - `import-floor`, `import-ours`, `import-serve`: what a process imports before it serves (W5); `start-serve`:
-  those imports and the serve command's app of a plain model built and loaded;
+  those imports and the serve command's app of a plain model built and loaded; `import-floor-server`,
+  `import-floor-numpy`, `import-ours-server`: W5's two servers' imports (the floor's with and without numpy
+  and msgspec);
 - `W1s`: the same body to the sync identity, through the app on a uvloop loop (`w9_inprocess`'s
   requester), the model on oip-asgi's worker thread: what any sync model's request costs;
 - `W9s1`, `W9x1`, `W9o1`: W9's [1,100] request to each model file through the app on a uvloop loop,
@@ -61,6 +63,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 # What a process imports before it serves (W5): the floor's baseline, `import oip_asgi`, and the serve
 # command's own modules; each counted once, less an interpreter that imports nothing.
+UVICORN_SERVER = (
+    "uvicorn.main, uvicorn.config, uvicorn.server, uvicorn.lifespan.on, uvicorn.loops.uvloop, "
+    "uvicorn.protocols.http.httptools_impl, uvicorn.protocols.websockets.auto, uvloop, httptools"
+)
 IMPORTS = {
     "import-floor": "import msgspec, numpy, starlette",
     "import-ours": "import oip_asgi",
@@ -68,6 +74,13 @@ IMPORTS = {
     # The serve command's app for a plain model built and its models loaded: what start-up imports beyond them.
     "start-serve": "import asyncio, oip_asgi._hosts.cli.command as c, oip_asgi as o; "
     "asyncio.run(c.Served(o.oip_app({'m': lambda x: x})).app.load())",
+    # W5's two servers' imports before they serve: the floor's app (Starlette) and uvicorn's modules that a
+    # server on uvloop and httptools imports; the same with numpy and msgspec, which any protocol server needs;
+    # and ours as W5 starts it (apps/ours_app.py: the serve command's app), its bench-only `_mlp` left out.
+    "import-floor-server": f"import {UVICORN_SERVER}, starlette.applications, starlette.routing, starlette.responses",
+    "import-floor-numpy": f"import {UVICORN_SERVER}, starlette.applications, starlette.routing, "
+    "starlette.responses, numpy, msgspec",
+    "import-ours-server": f"import {UVICORN_SERVER}, oip_asgi, oip_asgi._hosts.cli.served",
 }
 # W1's request to each app, in-process and (`-server`) through uvicorn's protocol: the floor's, ours as the
 # serve command serves it, mounted in Starlette, mounted under a host's middleware, and in front of it.
