@@ -18,7 +18,8 @@ the start-up (and the imports). The cases:
 - `import-floor`, `import-ours`, `import-serve`: what a process imports before it serves (W5); `start-serve`:
   those imports and the serve command's app of a plain model built and loaded; `import-floor-server`,
   `import-floor-numpy`, `import-ours-server`: W5's two servers' imports (the floor's with and without numpy
-  and msgspec);
+  and msgspec); `ready-floor`, `ready-ours`: W5 in-process (`w5_ready.py`: the imports, the app built, its
+  lifespan's startup and one ready answer);
 - `W1s`: the same body to the sync identity, through the app on a uvloop loop (`w9_inprocess`'s
   requester), the model on oip-asgi's worker thread: what any sync model's request costs;
 - `W9s1`, `W9x1`, `W9o1`: W9's [1,100] request to each model file through the app on a uvloop loop,
@@ -67,6 +68,10 @@ UVICORN_SERVER = (
     "uvicorn.main, uvicorn.config, uvicorn.server, uvicorn.lifespan.on, uvicorn.loops.uvloop, "
     "uvicorn.protocols.http.httptools_impl, uvicorn.protocols.websockets.auto, uvloop, httptools"
 )
+READY = (
+    "import runpy, sys; sys.argv = ['', '{server}']; "
+    f"runpy.run_path({str(HERE / 'w5_ready.py')!r}, run_name='__main__')"
+)
 IMPORTS = {
     "import-floor": "import msgspec, numpy, starlette",
     "import-ours": "import oip_asgi",
@@ -81,6 +86,9 @@ IMPORTS = {
     "import-floor-numpy": f"import {UVICORN_SERVER}, starlette.applications, starlette.routing, "
     "starlette.responses, numpy, msgspec",
     "import-ours-server": f"import {UVICORN_SERVER}, oip_asgi, oip_asgi._hosts.cli.served",
+    # W5 in-process: those imports, the app built, its lifespan's startup and one ready answer (w5_ready.py).
+    "ready-floor": READY.format(server="floor"),
+    "ready-ours": READY.format(server="ours"),
 }
 # W1's request to each app, in-process and (`-server`) through uvicorn's protocol: the floor's, ours as the
 # serve command serves it, mounted in Starlette, mounted under a host's middleware, and in front of it.
