@@ -25,10 +25,14 @@ loop more slowly and loses it faster:
   budget (on threads at first), so a cold start, a warm-up or a first call that happened to be cheap
   does not qualify it;
 - any call over the budget starts the streak again, and one that ran inline (it held up the loop)
-  doubles the streak needed from then on: a function that is cheap 99 times and slow once blocks the
-  loop for that one call, then needs twice the cheap calls before the next; one that is slow now and
-  then is inlined ever more rarely (at most about log2(n) slow calls on the loop in n calls), and one
-  that always sleeps or does I/O never runs there;
+  within `FORGIVEN_AFTER` inline calls of the previous such call doubles the streak needed from then
+  on: a function that is slow now and then is inlined ever more rarely, until its slow calls no longer
+  reach the loop (in n calls, at most about log2(n) of them do), and one that always sleeps or does I/O
+  never runs there. A slow inline call after `FORGIVEN_AFTER` cheap ones is counted as the machine's
+  noise (a preemption, a garbage collection: about one call in 10,000 here on a loaded machine) and
+  the streak needed goes back to `FUNCTION_STREAK`: without that, noise alone would double it without
+  end and send every cheap function back to the threads within days. So a function slow once every
+  `FORGIVEN_AFTER` calls or more rarely holds up the loop that often, no more;
 - no rule can know a call's cost before it runs, so a function that can block for long, whose every
   call must run on a thread (one that waits on this server's own event loop: a deadlock there), or that
   keeps state per thread it must not share with the loop's thread, says ``Model(..., inline=False)``.
@@ -41,18 +45,20 @@ while its request is the model's one in flight), so a function that was safe on 
 from __future__ import annotations
 
 BUDGET_NS = 30_000  # the hop's CPU at one request at a time (bench/handoff.py): no inline call may cost more
-FUNCTION_STREAK = 4  # calls in a row under the budget before a plain `def` runs inline (doubled by each inline miss)
+FUNCTION_STREAK = 4  # calls in a row under the budget before a plain `def` runs inline (doubled by slow inline calls)
+FORGIVEN_AFTER = 1000  # inline calls under the budget after which a slow one counts as noise
 
 
 class InlineCalls:
-    """When a model's calls run on the event loop: up to `size` elements in, after `streak` cheap calls in a row."""
+    """When a model's calls run on the event loop: up to `size` elements in, after `needed` cheap calls in a row."""
 
-    __slots__ = ("size", "streak", "needed")
+    __slots__ = ("size", "streak", "needed", "least", "clean")
 
     def __init__(self, needed: int) -> None:
         self.size = 0  # the largest request (elements in) measured under the budget since a slower one of its size
         self.streak = 0  # calls in a row measured under the budget
-        self.needed = needed  # the streak a call needs before it runs inline
+        self.needed = self.least = needed  # the streak a call needs before it runs inline, and its start
+        self.clean = 0  # inline calls under the budget since the last one over it
 
     @classmethod
     def for_files(cls) -> InlineCalls:
@@ -62,7 +68,7 @@ class InlineCalls:
     @classmethod
     def for_functions(cls) -> InlineCalls:
         """A plain `def`: inline once `FUNCTION_STREAK` calls in a row were cheap, a streak doubled by each
-        inline call over the budget."""
+        slow inline call that follows another within `FORGIVEN_AFTER`."""
         return cls(FUNCTION_STREAK)
 
     def allows(self, size: int) -> bool:
@@ -73,9 +79,12 @@ class InlineCalls:
             if size > self.size:
                 self.size = size
             self.streak += 1
+            if inline:
+                self.clean += 1
             return
         if size <= self.size:
             self.size = size - 1
         self.streak = 0
-        if inline:
-            self.needed *= 2  # it held up the loop: twice the proof before the next time (a file's 0 stays 0)
+        if inline:  # it held up the loop: twice the proof before the next time, unless it was rare (a file's 0 stays)
+            self.needed = self.least if self.clean >= FORGIVEN_AFTER else self.needed * 2
+            self.clean = 0

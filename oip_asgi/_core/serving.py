@@ -25,7 +25,7 @@ from .._declarations.result import Later
 from .inline import InlineCalls
 from .request import DecodedRequest
 from .statistics import CallTimes, ModelStatistics, RequestTimes, now
-from .workers import Escaped, WorkerPool, called
+from .workers import Escaped, WorkerPool
 
 if TYPE_CHECKING:
     from .batching import Batcher, InvokeEach
@@ -287,19 +287,22 @@ class ServedModel:
             size += array.size
         # With other requests in flight the loop has their work to do meanwhile, and a batch forms
         # behind the call: inline at c=16 cost W9's ONNX file more CPU per request than the hop.
-        here = self.in_flight == 1 and inline.allows(size)
+        here = self.in_flight == 1 and size <= inline.size and inline.streak >= inline.needed  # inline.allows
         result: Outputs
         try:
-            if here:  # as on a thread: in a copy of the context, a BaseException wrapped (`Escaped`)
-                result, error = called(contextvars.copy_context(), _timed, (self.model, request, call))
-                if error is not None:
-                    raise error
+            if here:  # as on a thread (workers.called): in a copy of the context, a BaseException wrapped
+                try:
+                    result = contextvars.copy_context().run(_timed, self.model, request, call)
+                except Exception:
+                    raise
+                except BaseException as exc:
+                    raise Escaped(exc) from exc
             else:
                 result = await self.pool.run(_timed, self.model, request, call)
         finally:
             if call.ended:
                 inline.measured(size, call.ended - call.started, here)
-        if inspect.isawaitable(result):  # a `def` that returns a coroutine: awaited, as on the threads
+        if type(result) is not dict and inspect.isawaitable(result):  # a `def` that returns a coroutine: awaited
             result = await result
         return result
 
