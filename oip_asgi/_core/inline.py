@@ -26,10 +26,11 @@ loop more slowly and loses it faster:
   does not qualify it;
 - any call over the budget starts the streak again, and one that ran inline (it held up the loop)
   within `FORGIVEN_AFTER` inline calls of the previous such call doubles the streak needed from then
-  on: a function that is slow now and then is inlined ever more rarely, until its slow calls no longer
-  reach the loop (in n calls, at most about log2(n) of them do), and one that always sleeps or does I/O
+  on: a function slow more often than that is inlined ever more rarely, until its slow calls no longer
+  reach the loop (at most about log2(n) of its n calls do), and one that always sleeps or does I/O
   never runs there. A slow inline call after `FORGIVEN_AFTER` cheap ones is counted as the machine's
-  noise (a preemption, a garbage collection: about one call in 10,000 here on a loaded machine) and
+  noise (a preemption, a garbage collection: 1 to 5 calls in 10,000 of a cheap `def` here, on a
+  loaded machine) and
   the streak needed goes back to `FUNCTION_STREAK`: without that, noise alone would double it without
   end and send every cheap function back to the threads within days. So a function slow once every
   `FORGIVEN_AFTER` calls or more rarely holds up the loop that often, no more;
@@ -70,9 +71,6 @@ class InlineCalls:
         """A plain `def`: inline once `FUNCTION_STREAK` calls in a row were cheap, a streak doubled by each
         slow inline call that follows another within `FORGIVEN_AFTER`."""
         return cls(FUNCTION_STREAK)
-
-    def allows(self, size: int) -> bool:
-        return size <= self.size and self.streak >= self.needed
 
     def measured(self, size: int, ns: int, inline: bool) -> None:
         if ns <= BUDGET_NS:

@@ -287,7 +287,7 @@ class ServedModel:
             size += array.size
         # With other requests in flight the loop has their work to do meanwhile, and a batch forms
         # behind the call: inline at c=16 cost W9's ONNX file more CPU per request than the hop.
-        here = self.in_flight == 1 and size <= inline.size and inline.streak >= inline.needed  # inline.allows
+        here = self.in_flight == 1 and size <= inline.size and inline.streak >= inline.needed  # (inline.py)
         result: Outputs
         try:
             if here:  # as on a thread (workers.called): in a copy of the context, a BaseException wrapped

@@ -77,7 +77,7 @@ class Model:
     ``inline=False`` runs every call of a sync ``predict`` on a worker thread. By default, a sync model of
     one request's inputs (not batched, not a generator) runs on the event loop while its request is its only
     one in flight and its recent calls were measured, in wall time, cheaper than the hop to a thread (30 µs):
-    the first calls run on threads, and one that turns out slower sends it back there (docs/models.md).
+    the first calls run on threads, and one that turns out slower sends it back there (README.md).
     Say ``inline=False`` for a function that may block for long (I/O, locks) or must keep off the event
     loop's thread (it waits on this server's loop, or keeps state per thread).
 

@@ -27,7 +27,8 @@ def test_the_pages_state_the_budget_and_the_streak_inline_py_uses(page: str) -> 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_the_pages_budget_is_the_rules(page: str) -> None:
-    budgets = {int(found) for found in re.findall(r"(\d+) µs\)?,? (?:about what the hop|two thread|of wall)", flat(page))}
+    said = re.findall(r"(\d+) µs\)?,? (?:about what the hop|two thread|of wall)", flat(page))
+    budgets = {int(found) for found in said}
     assert budgets == {inline.BUDGET_NS // 1000}
 
 
