@@ -145,7 +145,7 @@ class Outlet:
 
     def put_taken(self, message: bytes, counts: Counts | None = None) -> Awaitable[None]:
         """Queue `message`: what is awaited until it has been handed to grpcio (a slow client slows the model),
-        and then counted in `counts`, if given. Its future, awaited by the sender itself: no coroutine a message."""
+        and counted in `counts`, if given. Its future, awaited by the sender itself: no coroutine a message."""
         assert not self.ended, "a response after the end of a request's responses"
         if self._held is not None:  # not its turn yet (a model that answers once, answering several times)
             return self._put_in_turn(message, counts)
@@ -247,12 +247,14 @@ async def answer_stream(
             if isinstance(item, OIPError):
                 await context.abort(grpc.StatusCode[item.grpc_code], item.message)
             message, taken, counts = item
-            yield message  # returns once grpcio has sent it
+            # Handed to grpcio: counted, and its sender may go on to the next while grpcio sends this one (so
+            # the next is queued by the time grpcio asks for it; a request holds at most one more message).
             if counts is not None:
                 counts.sent += len(message)
                 counts.responses += 1
             if taken is not None and not taken.done():
                 taken.set_result(None)
+            yield message  # returns once grpcio has sent it
         await reader  # the client's half ended, or broke: its error ends the call
     finally:
         reader.cancel()
