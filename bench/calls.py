@@ -7,6 +7,8 @@ are divided by the requests. A layer's calls are what a request pays for it what
 
     python bench/calls.py [--cases floor,W1cli,W1] [--count 200] [--top 12]
 
+`G1handler` counts G1's request through ours' gRPC ModelInfer handler alone (as `instructions.py`'s case).
+
 With `-server` cases the request goes through uvicorn's own protocol on uvloop, as in `instructions.py`.
 """
 
@@ -41,15 +43,28 @@ def count(case: str, requests: int) -> tuple[Counter[str], Counter[str]]:
 
     body = json_request("INPUT0", np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32))
     app_case, server, _ = case.partition("-server")
-    app, path = w1_app(app_case, body)
     loop = uvloop.new_event_loop()
-    if server or app_case.startswith("W1s"):
+    if case == "G1handler":  # instructions.py's: G1's request through ours' ModelInfer handler, without grpcio
+        from instructions import g1_handler_call
+
+        call = g1_handler_call()
+        loop.run_until_complete(call())
+
+        async def many() -> None:
+            for _ in range(requests):
+                await call()
+
+        def go() -> None:
+            loop.run_until_complete(many())
+    elif server or app_case.startswith("W1s"):
+        app, path = w1_app(app_case, body)
         run = (server_requester if server else app_requester)(loop, app, path, body)
         run(1)
 
         def go() -> None:
             run(requests)
     else:
+        app, path = w1_app(app_case, body)
         request = requester(app, path, body)
 
         def go() -> None:

@@ -263,8 +263,9 @@ async def g1(case: str, count: int) -> None:
     await server.stop(None)
 
 
-async def g1_handler(count: int) -> None:
-    """`count` G1 requests through ours' ModelInfer handler, called as grpcio calls it (body and context)."""
+def g1_handler_call() -> Any:
+    """G1's request through ours' ModelInfer handler, called as grpcio calls it (body and context): a coroutine
+    function of no arguments."""
     import ours_app
     from loadgen.grpc_unary import make_request
 
@@ -274,10 +275,15 @@ async def g1_handler(count: int) -> None:
     service = InferenceService(oip_asgi.oip_app({"identity": ours_app.identity}))
     handler = service.handler().service(_Details("/inference.GRPCInferenceService/ModelInfer"))
     assert handler is not None and handler.unary_unary is not None
-    body = make_request(16, 0).SerializeToString()
-    context = _Context()
+    call, body, context = handler.unary_unary, make_request(16, 0).SerializeToString(), _Context()
+    return lambda: call(body, context)
+
+
+async def g1_handler(count: int) -> None:
+    """`count` G1 requests through ours' ModelInfer handler alone (`g1_handler_call`)."""
+    call = g1_handler_call()
     for _ in range(count):
-        await handler.unary_unary(body, context)
+        await call()
 
 
 class _Details:
