@@ -144,17 +144,30 @@ def _output_array(model: ServedModel, output: str, value: Any) -> tuple[np.ndarr
             f"model '{model.name}' returned output '{output}' with shape {shape_text(array.shape)}, "
             f"declared {shape_text(spec.shape)}"
         )
-    if spec is not None and type(value) is np.ndarray and (array is value or value.dtype == object):
+    if type(value) is np.ndarray and (array is value or value.dtype == object):
         _found_as_it_is(model, output, datatype, value)  # (a BYTES array of objects is checked on each response)
     return array, datatype
 
 
 _FORMS = 16  # the dtypes and shapes kept an output: beyond them (a batch's every size), the checks run again
+# The undeclared outputs kept a model: their names come from what it returns (an identity's, from the request).
+_UNDECLARED_FORMS = 16
 
 
 def _found_as_it_is(model: ServedModel, output: str, datatype: str, value: np.ndarray) -> None:
-    """Remember that `value`'s dtype and shape go out as they are for `output` of `model`."""
-    form = model.output_forms.setdefault(output, (datatype, [], set(), datatype == "BYTES"))
+    """Remember that `value`'s dtype and shape go out as they are for `output` of `model`.
+
+    A declared output's datatype is its spec's, whatever dtype comes. An undeclared one's is its first array's:
+    another dtype (another datatype) is never remembered beside it, and only so many such outputs are kept.
+    """
+    forms = model.output_forms
+    form = forms.get(output)
+    if form is None:
+        if model.outputs is None and len(forms) >= _UNDECLARED_FORMS:
+            return
+        form = forms[output] = (datatype, [], set(), datatype == "BYTES")
+    elif form[0] != datatype:
+        return
     if value.dtype not in form[1] and len(form[1]) < _FORMS:
         form[1].append(value.dtype)
     if len(form[2]) < _FORMS:

@@ -136,8 +136,9 @@ def json_data(name: str, array: np.ndarray, datatype: str) -> list[str] | msgspe
     if datatype == "BF16":
         raise BadRequest(f"output {quoted(name)} is BF16, which has no JSON form; request it as binary data")
     text = json_numbers(array)
-    # orjson prints NaN and infinity as null, the only "n" in numbers; one byte is searched by memchr.
-    if array.dtype.kind == "f" and b"n" in text:
+    # orjson prints NaN and infinity as null, the only "n" in numbers; one byte is searched by memchr (`find`:
+    # `in` on bytes first tries its operand as an integer, and raises and clears a TypeError each time).
+    if array.dtype.kind == "f" and text.find(b"n") >= 0:
         raise BadRequest(
             f"output {quoted(name)} holds NaN or infinity, which JSON cannot carry; request it as binary data"
         )
