@@ -13,7 +13,6 @@ from typing import Any
 from starlette.routing import BaseRoute, Match, Mount, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-
 logger = logging.getLogger("oip_asgi")
 
 
