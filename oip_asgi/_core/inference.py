@@ -7,7 +7,8 @@ applies classification, and fails with the same messages on every wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -23,6 +24,7 @@ from .serving import ServedModel
 from .tensors import output_array, shape_text
 
 _ABSENT: Any = object()
+_NONE = itertools.repeat(None)  # each undeclared output's request: none
 _ndarray = np.ndarray
 DEFAULT_OUTPUT = "OUTPUT0"  # the name a single unnamed result gets when a model declares no outputs
 
@@ -52,16 +54,16 @@ def model_outputs(
             output_parameters = result.output_parameters
             result = result.outputs
         produced = _produced_outputs(model, result)
-    wanted: Sequence[tuple[Any, RequestedOutput | None]]
+    wanted: Iterable[tuple[Any, RequestedOutput | None]]
     if request.outputs is not None:
         wanted = [(output.name, output) for output in request.outputs]
     elif model.outputs is not None:
         wanted = model.every_output
     else:
-        wanted = [(output, None) for output in produced]
         for output in produced:
             if not isinstance(output, str):  # it would go out as a number or base64 text: a name nobody asked for
                 raise ModelError(f"model '{model.name}' returned an output keyed {output!r}; output names are strings")
+        wanted = zip(produced, _NONE, strict=False)  # (not a comprehension: its frame costs more than these two calls)
     if model.output_names is not None and not produced.keys() <= model.output_names:
         undeclared = [output for output in produced if model.output_spec(output) is None]
         raise ModelError(f"model '{model.name}' returned undeclared outputs: {', '.join(map(repr, undeclared))}")

@@ -30,7 +30,7 @@ class OIPMount(Mount):
         self._below = self.path + "/"
         # Starlette's router awaits `route.handle(...)`, whose body is `await self.app(...)`: the app itself is
         # handed the request instead, one coroutine frame fewer a request.
-        self.handle = self.app  # type: ignore[method-assign]
+        self.handle = self.app  # type: ignore[method-assign,assignment]
 
     @property
     def routes(self) -> list[BaseRoute]:
