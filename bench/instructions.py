@@ -4,7 +4,7 @@ callgrind counts instructions, which the machine's other load does not change. E
 is made `--low` and `--high` times in two processes under ``PYTHONHASHSEED=0`` (without a fixed seed
 the counts move by a few percent) and ``OPENBLAS_NUM_THREADS=1`` (numpy's BLAS threads spin while they wait,
 for as long as the scheduler lets them: through uvicorn the floor's count moved by 18 k between runs under
-load, ours by 20 k); the difference, divided by the difference of the counts, cancels
+load, ours by 23 k); the difference, divided by the difference of the counts, cancels
 the start-up (and the imports). The cases:
 
 - `W1`: W1's request driven straight into the app mounted in Starlette (`inprocess.requester`: no server, no
