@@ -18,9 +18,13 @@ the start-up (and the imports). The cases:
   decoded, the identity's outputs built, encoded and serialized: what ModelInfer adds around the core);
 - `W10grpc`, `W10grpc-floor`: W10's gRPC stream, per frame of one ModelStreamInfer call;
 - `import-floor`, `import-ours`, `import-serve`: what a process imports before it serves (W5); `start-serve`:
-  those imports and the serve command's app of a plain model built and loaded;
+  those imports and the serve command's app of a plain model built and loaded; `import-floor-server`,
+  `import-floor-numpy`, `import-ours-server`: W5's two servers' imports (the floor's with and without numpy
+  and msgspec); `ready-floor`, `ready-ours`: W5 in-process (`w5_ready.py`: the imports, the app built, its
+  lifespan's startup and one ready answer);
 - `W1s`: the same body to the sync identity, through the app on a uvloop loop (`w9_inprocess`'s
-  requester), the model on oip-asgi's worker thread: what any sync model's request costs;
+  requester), the model on the loop once measured cheaper than the hop to a worker thread (`_core/inline.py`;
+  on the worker thread in trees from before that rule): what a cheap sync model's request costs;
 - `W9s1`, `W9x1`, `W9o1`: W9's [1,100] request to each model file through the app on a uvloop loop,
   and `W9s1-library` etc.: that library's own call on the same array (`w9_files.library_calls`), so
   that a file's request minus its library call is what the path around it costs.
@@ -63,6 +67,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 # What a process imports before it serves (W5): the floor's baseline, `import oip_asgi`, and the serve
 # command's own modules; each counted once, less an interpreter that imports nothing.
+UVICORN_SERVER = (
+    "uvicorn.main, uvicorn.config, uvicorn.server, uvicorn.lifespan.on, uvicorn.loops.uvloop, "
+    "uvicorn.protocols.http.httptools_impl, uvicorn.protocols.websockets.auto, uvloop, httptools"
+)
+READY = (
+    "import runpy, sys; sys.argv = ['', '{server}']; "
+    f"runpy.run_path({str(HERE / 'w5_ready.py')!r}, run_name='__main__')"
+)
 IMPORTS = {
     "import-floor": "import msgspec, numpy, starlette",
     "import-ours": "import oip_asgi",
@@ -70,6 +82,16 @@ IMPORTS = {
     # The serve command's app for a plain model built and its models loaded: what start-up imports beyond them.
     "start-serve": "import asyncio, oip_asgi._hosts.cli.command as c, oip_asgi as o; "
     "asyncio.run(c.Served(o.oip_app({'m': lambda x: x})).app.load())",
+    # W5's two servers' imports before they serve: the floor's app (Starlette) and uvicorn's modules that a
+    # server on uvloop and httptools imports; the same with numpy and msgspec, which any protocol server needs;
+    # and ours as W5 starts it (apps/ours_app.py: the serve command's app), its bench-only `_mlp` left out.
+    "import-floor-server": f"import {UVICORN_SERVER}, starlette.applications, starlette.routing, starlette.responses",
+    "import-floor-numpy": f"import {UVICORN_SERVER}, starlette.applications, starlette.routing, "
+    "starlette.responses, numpy, msgspec",
+    "import-ours-server": f"import {UVICORN_SERVER}, oip_asgi, oip_asgi._hosts.cli.served",
+    # W5 in-process: those imports, the app built, its lifespan's startup and one ready answer (w5_ready.py).
+    "ready-floor": READY.format(server="floor"),
+    "ready-ours": READY.format(server="ours"),
 }
 # W1's request to each app, in-process and (`-server`) through uvicorn's protocol: the floor's, ours as the
 # serve command serves it, mounted in Starlette, mounted under a host's middleware, and in front of it.
@@ -133,6 +155,16 @@ def run(case: str, count: int, bodies: Path | None) -> None:
 
     import oip_asgi
 
+    if case.startswith(("W1s", "W12native")):
+        with contextlib.suppress(ImportError):  # (a tree from before the rule)
+            from oip_asgi._core import inline
+
+            # These cases' plain `def`s run natively in 0.3-1.3 µs, on the loop (10 calls in 20,000 over the
+            # 30 µs budget, on this loaded machine); callgrind stretches their wall time 60-100x and its garbage
+            # collections and thread switches more (4-8 ms pauses every 30-100 calls), which would put them on
+            # threads: the budget is put out of their reach, so that the counts are of the placement a server
+            # at full speed makes. (The W9 files are left to the budget, as before.)
+            inline.BUDGET_NS = 10**15
     body = json_request("INPUT0", np.random.default_rng(SEED).standard_normal((1, 16)).astype(np.float32))
     if case == "W2s":  # W1's tensor in binary, mounted in Starlette
         from harness.inprocess import requester
@@ -445,15 +477,17 @@ def instructions(case: str, count: int, bodies: Path | None, statement: str | No
         # Without address randomisation: objects hashed by their address collide alike in every run.
         fixed = ["setarch", platform.machine(), "--addr-no-randomize"] if shutil.which("setarch") else []
         measured = [sys.executable, __file__, "--cases", case, "--run", str(count)]
+        environ = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
         if statement is not None:  # an import: the statement alone, in a fresh interpreter (its bytecode cached)
             measured = [sys.executable, "-c", statement]
-            subprocess.run(measured, check=True)
+            environ.pop("PYTHONDONTWRITEBYTECODE", None)  # else every run compiles the modules it imports
+            subprocess.run(measured, check=True, env=environ)
         if bodies is not None and statement is None:
             measured += ["--bodies", str(bodies)]
         subprocess.run(
             [*fixed, "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *measured],
             check=True,
-            env={**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"},
+            env=environ,
             capture_output=True,
         )
         totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from starlette.applications import Starlette
-from starlette.routing import BaseRoute
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
 
 
 def serve(app: Any, port: int) -> None:
@@ -64,6 +65,8 @@ def serve_oip(oip: Any, port: int, grpc_port: int | None = None, load: bool = Fa
         else:  # as `oip-asgi serve` runs it: its lifespan loads the models behind readiness, and starts gRPC
             serve(Served(oip, grpc_address=None if grpc_port is None else f"127.0.0.1:{grpc_port}"), port)
             return
+    # Starlette's app for these hosts only: the serve command's app imports none of it, nor does ours under W5.
+    from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
     app = Starlette(lifespan=lifespan, middleware=[Middleware(Passthrough)] if host == "mounted" else [])
@@ -74,6 +77,7 @@ def serve_oip(oip: Any, port: int, grpc_port: int | None = None, load: bool = Fa
 def serve_floor(routes: Sequence[BaseRoute], port: int, grpc: Any, grpc_port: int, options: Sequence[Any] = ()) -> None:
     """Bare Starlette routes, and `grpc` (a generic handler) on a bare grpc.aio server in the same loop."""
     import grpc as grpcio
+    from starlette.applications import Starlette
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent.parent
@@ -86,13 +88,25 @@ def versions(python: Path, distributions: tuple[str, ...]) -> dict[str, str]:
     return dict(json.loads(done.stdout)) if done.returncode == 0 else {}
 
 
+def cached_bytecode(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without PYTHONDONTWRITEBYTECODE: a server under test, as an installed package, starts from cached
+    bytecode. With the variable set (as a test machine may have it), a checkout's modules were compiled from source
+    at every start, which W5's start to ready and its import times measured instead of the imports themselves."""
+    return {name: value for name, value in environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
 def import_seconds(python: Path, statement: str, repeat: int) -> list[float]:
     """Wall time of `statement` in fresh interpreters (bytecode caches already warm)."""
     code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
     times = []
     for _ in range(repeat):
         done = subprocess.run(
-            ["taskset", "-c", "0", str(python), "-c", code], capture_output=True, text=True, timeout=120, check=False
+            ["taskset", "-c", "0", str(python), "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=cached_bytecode(os.environ),  # the first run writes the caches the others (and servers) read
         )
         if done.returncode != 0:
             raise RuntimeError(f"`{statement}` failed: {done.stderr.strip()[-300:]}")

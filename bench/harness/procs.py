@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from harness import envs
+
 # The server under test runs on one core, its load generator on the other: they never compete.
 SERVER_CORE, LOAD_CORE = 0, 1
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -158,7 +160,7 @@ class Server:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
+                env={**envs.cached_bytecode(os.environ), **self.env},
                 start_new_session=True,
             )
 

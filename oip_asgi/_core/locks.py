@@ -16,9 +16,15 @@ from dataclasses import dataclass, field
 import anyio
 
 
+def _new_lock() -> anyio.Lock:
+    # `anyio.Lock` loads anyio's synchronization modules on first access: when a name's lock is first taken
+    # (model control, a model's replacement), not at import.
+    return anyio.Lock()
+
+
 @dataclass
 class _Entry:
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    lock: anyio.Lock = field(default_factory=_new_lock)
     users: int = 0  # tasks holding or waiting for it
     owner: asyncio.Task[object] | None = None
     depth: int = 0  # how many times its owner took it

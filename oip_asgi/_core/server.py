@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import os
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import anyio
@@ -155,11 +155,10 @@ class ServerCore:
     async def load(self) -> None:
         """Load every model now (they load lazily on first use otherwise); failures show in readiness."""
         follow_the_host()  # at startup: a host that configures its logging after building the app has now
-        async with anyio.create_task_group() as group:
-            for model in self.served.all():
-                group.start_soon(self._load_logged, model)
-            if self.control is not None:
-                group.start_soon(self.control.started)
+        loads = [self._load_logged(model) for model in self.served.all()]
+        if self.control is not None:
+            loads.append(self.control.started())
+        await _together(loads)
         if self.freeze_heap:
             self._heap.settle()
 
@@ -420,6 +419,19 @@ class ServerCore:
                     log_access(model, status, exchange, times)
         finally:
             model.release()
+
+
+async def _together(calls: list[Coroutine[Any, Any, None]]) -> None:
+    """Run `calls` at once on this loop, as a task group would (the first failure cancels the others), with
+    asyncio's tasks alone: start-up then imports none of anyio's backend (about 20 modules) for a server's load."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)  # each finished, as a task group leaves them
+        raise
 
 
 async def _unload(models: list[ServedModel], *, served: bool = True) -> None:

@@ -9,6 +9,7 @@ runs the model's ``unload``), and the one place the user's function is called.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import os
@@ -87,8 +88,15 @@ class ServedModel:
 
             self._lanes = Lanes(pool, self._instance_count)
         self.pool = pool
-        # A model file's library call: pure computation, which may run on the loop when cheaper than the hop.
-        self.inline = InlineCalls() if calling.computes_only else None
+        # A sync call that may run on the loop when measured cheaper than the hop (inline.py): a model file's
+        # library call, or a plain `def` of one request's inputs (not one that batches, streams, takes requests
+        # or has instances: each keeps its thread), unless the model says inline=False.
+        self.inline: InlineCalls | None = None
+        if model.inline and calling.computes_only:
+            self.inline = InlineCalls.for_files()
+        elif model.inline and not (model.is_async or model.decoupled or calling.takes_requests):
+            if model.max_batch_size is None and self._instance_count is None:
+                self.inline = InlineCalls.for_functions()
         self.statistics = ModelStatistics()
         self.state: State = "READY" if model.load is None else "LOADING"
         self.reason = ""  # why it is UNAVAILABLE
@@ -215,7 +223,8 @@ class ServedModel:
             logger.exception("model %r (version %s) failed to unload", self.name, self.version)
 
     async def __call__(self, request: DecodedRequest, times: RequestTimes) -> Outputs:
-        """The user's function on `request` (its inputs, and the parameters it asks for), off the event loop.
+        """The user's function on `request` (its inputs, and the parameters it asks for), off the event loop
+        unless measured cheaper than the hop to a thread (inline.py).
 
         A batched model answers with this request's rows of its batch's result. `times` gets the
         request's queue and model-call times, for the statistics (the core records them).
@@ -268,24 +277,33 @@ class ServedModel:
         return result
 
     async def _computed(self, request: DecodedRequest, call: CallTimes) -> Outputs:
-        """A model file's call: on the loop when it is the model's only request in flight and calls of its
-        size were measured cheaper than the hop (inline.py), else on a worker thread; timed either way,
-        which decides the next."""
+        """A sync call: on the loop when it is the model's only request in flight and calls like it were
+        measured cheaper than the hop (inline.py), else on a worker thread; timed either way, which decides
+        the next."""
         inline = self.inline
         assert inline is not None
         size = 0
         for array in request.inputs.values():
             size += array.size
+        # With other requests in flight the loop has their work to do meanwhile, and a batch forms
+        # behind the call: inline at c=16 cost W9's ONNX file more CPU per request than the hop.
+        here = self.in_flight == 1 and size <= inline.size and inline.streak >= inline.needed  # (inline.py)
+        result: Outputs
         try:
-            # With other requests in flight the loop has their work to do meanwhile, and a batch forms
-            # behind the call: inline at c=16 cost W9's ONNX file more CPU per request than the hop.
-            if size <= inline.size and self.in_flight == 1:
-                result: Outputs = _timed(self.model, request, call)
+            if here:  # as on a thread (workers.called): in a copy of the context, a BaseException wrapped
+                try:
+                    result = contextvars.copy_context().run(_timed, self.model, request, call)
+                except Exception:
+                    raise
+                except BaseException as exc:
+                    raise Escaped(exc) from exc
             else:
                 result = await self.pool.run(_timed, self.model, request, call)
         finally:
             if call.ended:
-                inline.measured(size, call.ended - call.started)
+                inline.measured(size, call.ended - call.started, here)
+        if type(result) is not dict and inspect.isawaitable(result):  # a `def` that returns a coroutine: awaited
+            result = await result
         return result
 
     async def invoke_requests(self, requests: list[DecodedRequest], call: CallTimes) -> list[Outcome]:

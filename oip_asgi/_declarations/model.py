@@ -44,7 +44,8 @@ class Predict(Protocol):
 
     The result is a mapping of output name to array-like, or a single array-like when the model
     declares exactly one output, or a `Result` that adds parameters to the response. Async callables
-    are awaited; sync ones run in a worker thread. A callable that declares a ``parameters`` argument
+    are awaited; sync ones run in a worker thread, or on the event loop once measured cheaper than the
+    hop to one (`Model`'s ``inline``). A callable that declares a ``parameters`` argument
     also receives the request's parameters, and one that declares ``input_parameters`` each input's
     own (input name to its parameters, for every input of the request). An `OIPError` it raises
     (``BadRequest`` for input it refuses) reaches the client with its status and message; any other
@@ -73,6 +74,13 @@ class Model:
     ``name`` is the name to serve it under where nothing else names it (``oip-asgi serve`` of a model
     file); a models mapping's key always wins (a `Model` listed under two names is served as two).
 
+    ``inline=False`` runs every call of a sync ``predict`` on a worker thread. By default, a sync model of
+    one request's inputs (not batched, not a generator) runs on the event loop while its request is its only
+    one in flight and its recent calls were measured, in wall time, cheaper than the hop to a thread (30 µs):
+    the first calls run on threads, and one that turns out slower sends it back there (README.md).
+    Say ``inline=False`` for a function that may block for long (I/O, locks) or must keep off the event
+    loop's thread (it waits on this server's loop, or keeps state per thread).
+
     ``calling`` says how the core calls ``predict`` where not as above (`Calling`): the server's own
     readers declare it (a model file's runner, a Triton Python model); a model written in Python leaves it.
     """
@@ -93,12 +101,15 @@ class Model:
         properties: Mapping[str, str] | None = None,
         max_batch_size: int | None = None,
         max_batch_delay: float = 0.002,
+        inline: bool = True,
         calling: Calling = BY_KEYWORD,
     ) -> None:
         if not callable(predict):
             raise TypeError(f"a model must be callable, got {type(predict).__name__}")
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        if not isinstance(inline, bool):
+            raise TypeError(f"inline must be True or False, got {type(inline).__name__}")
         if not isinstance(calling, Calling):
             raise TypeError(f"calling must be a Calling, got {type(calling).__name__}")
         self.predict = predict
@@ -126,6 +137,7 @@ class Model:
         self.properties = dict(properties) if properties else None
         self.max_batch_size = max_batch_size
         self.max_batch_delay = max_batch_delay
+        self.inline = inline
         self.is_async = is_async(predict)
         self.takes_parameters = takes_argument(predict, "parameters")
         self.takes_input_parameters = takes_argument(predict, "input_parameters")

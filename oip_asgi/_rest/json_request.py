@@ -64,7 +64,7 @@ def parse_request(data: JSONText) -> InferenceRequest:
     except msgspec.ValidationError:
         if not any(_has_rows(outline.data) for _, outline in _outline(data)):
             raise
-    nested: InferenceRequest = nested_request_decoder.decode(data)
+    nested: InferenceRequest = nested_request_decoder().decode(data)
     return nested
 
 
@@ -113,7 +113,7 @@ def _rows_error(datatype: str, data: msgspec.Raw) -> str | None:
 def _validation_message(error: msgspec.ValidationError, data: JSONText) -> str:
     """msgspec's error, naming the input it is in: the first input that fails alone is the one."""
     for raw, outline in _outline(data):
-        decoder = nested_input_decoder if _has_rows(outline.data) else flat_input_decoder
+        decoder = nested_input_decoder() if _has_rows(outline.data) else flat_input_decoder()
         try:
             decoder.decode(raw)
         except msgspec.ValidationError:

@@ -16,7 +16,7 @@ from .._core.metadata import ModelMetadata, ServerMetadata
 from .._core.served import ServedModels
 from .._core.server import ServerCore
 from .._http.routing import Route, path_templates
-from .schemas import NESTED_REQUEST, InferenceResponse, encoder
+from .schemas import InferenceResponse, encoder, nested_request_type
 
 REF = "#/components/schemas/{name}"
 
@@ -165,7 +165,7 @@ PARAMETERS = {"name": "model_name", "version": "model_version"}
 def build_document(server: ServerMetadata, served: ServedModels, routes: Sequence[Route]) -> dict[str, Any]:
     """The document of `routes` without `servers`, which depends on the request."""
     _, components = msgspec.json.schema_components(
-        [NESTED_REQUEST, InferenceResponse, ModelMetadata, ServerMetadata, Error, Live, Ready, ModelReady],
+        [nested_request_type(), InferenceResponse, ModelMetadata, ServerMetadata, Error, Live, Ready, ModelReady],
         ref_template=REF,
     )
     names = served.names()

@@ -1,12 +1,14 @@
 """Wire schemas: msgspec Structs for every JSON object the protocol exchanges.
 
-Decoders and encoders are built once at import. Unknown request fields are tolerated so that
+The flat request's decoder and the encoder are built once at import; the nested forms (data as rows of
+lists), which few requests use, on first use. Annotations are evaluated as the classes are defined (no
+``from __future__ import annotations``): msgspec would otherwise parse each one from its text at import,
+about half of this module's import time. Unknown request fields are tolerated so that
 clients speaking a newer protocol revision still work; msgspec's errors carry a JSON path
 (``$.inputs[0].shape[1]``), which is passed through to the client as the error message.
 """
 
-from __future__ import annotations
-
+import functools
 from typing import Annotated, Any, ClassVar, Union
 
 import msgspec
@@ -123,9 +125,17 @@ def _request_type(input_type: Any) -> type[InferenceRequest]:
 
 
 FLAT_INPUT = _input_type(nested=False)
-NESTED_INPUT = _input_type(nested=True)
 FLAT_REQUEST = _request_type(FLAT_INPUT)
-NESTED_REQUEST = _request_type(NESTED_INPUT)
+
+
+@functools.cache
+def nested_input_type() -> Any:
+    return _input_type(nested=True)
+
+
+@functools.cache
+def nested_request_type() -> type[InferenceRequest]:
+    return _request_type(nested_input_type())
 
 
 class ResponseOutput(msgspec.Struct, gc=False, omit_defaults=True, kw_only=True):
@@ -163,7 +173,19 @@ class ModelControlRequest(msgspec.Struct, gc=False):
 
 
 request_decoder = msgspec.json.Decoder(FLAT_REQUEST)
-nested_request_decoder = msgspec.json.Decoder(NESTED_REQUEST)
-flat_input_decoder = msgspec.json.Decoder(FLAT_INPUT)
-nested_input_decoder = msgspec.json.Decoder(NESTED_INPUT)
 encoder = msgspec.json.Encoder()
+
+
+@functools.cache
+def nested_request_decoder() -> msgspec.json.Decoder[InferenceRequest]:
+    return msgspec.json.Decoder(nested_request_type())
+
+
+@functools.cache
+def flat_input_decoder() -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(FLAT_INPUT)
+
+
+@functools.cache
+def nested_input_decoder() -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(nested_input_type())

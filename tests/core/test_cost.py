@@ -1,11 +1,13 @@
-"""The cost around a model's call (issue 31): the heap kept out of full collections once models have
-loaded, and a model file's calls cheaper than the hop to a thread run on the event loop."""
+"""The cost around a model's call (issues 31 and 40): the heap kept out of full collections once models
+have loaded, and a sync model's calls cheaper than the hop to a thread run on the event loop (a model
+file's, and a plain `def`'s after a streak of cheap calls)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 
 from oip_asgi import Model, TensorSpec, oip_app
 from oip_asgi._core import heap, inline
+from oip_asgi._core.inline import FUNCTION_STREAK
 from oip_asgi._core.server import ServerCore
 from oip_asgi._declarations.calling import COMPUTES_ONLY
 from oip_asgi._declarations.files._common import Runner
@@ -133,17 +136,167 @@ async def test_a_model_files_cheap_calls_run_on_the_event_loop_and_larger_or_slo
         assert runner.threads[-1] != loop_thread  # back on the threads
 
 
-async def test_a_plain_sync_function_always_runs_on_a_worker_thread(cheap: pytest.MonkeyPatch) -> None:
-    threads: list[int] = []
+# -- a plain `def`'s cheap calls on the event loop ----------------------------------------------------------------
 
-    def identity(x: np.ndarray) -> np.ndarray:
-        threads.append(threading.get_ident())
+
+class _Function:
+    """A plain `def` model (its `__call__`) that records the thread of each call, and blocks or fails when told."""
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+        self.entered = threading.Event()  # a call of 8 elements has started
+        self.release = threading.Event()  # and ends once this is set
+        self.raises: BaseException | None = None
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        self.threads.append(threading.get_ident())
+        if x.size == 8:
+            self.entered.set()
+            assert self.release.wait(HANG)
+        if self.raises is not None:
+            raise self.raises
         return x
 
-    async with client(oip_app({"m": Model(identity, **SPECS)})) as http:
-        for _ in range(10):
+    def on_loop(self) -> list[bool]:
+        loop_thread = threading.get_ident()  # the test's: httpx's ASGI transport runs the app on its loop
+        return [thread == loop_thread for thread in self.threads]
+
+
+async def test_a_plain_defs_calls_run_on_the_event_loop_after_a_streak_of_cheap_ones(cheap: pytest.MonkeyPatch) -> None:
+    function = _Function()
+    async with client(oip_app({"m": Model(function, **SPECS)})) as http:
+        for _ in range(FUNCTION_STREAK + 3):  # measured on threads until the streak is long enough, then inline
+            assert (await http.post("/models/m/infer", json=body(4))).json()["outputs"][0]["data"] == [1.0] * 4
+        assert function.on_loop() == [False] * FUNCTION_STREAK + [True] * 3
+        assert (await http.post("/models/m/infer", json=body(5))).status_code == 200
+        assert function.on_loop()[-1] is False  # larger than any call measured: on a thread
+
+
+async def test_a_def_slow_now_and_then_goes_back_to_threads_for_twice_the_streak_unless_it_was_rare(
+    cheap: pytest.MonkeyPatch,
+) -> None:
+    cheap.setattr(inline, "FORGIVEN_AFTER", 3)  # a slow inline call after 3 cheap inline ones counts as noise
+    function = _Function()
+    async with client(oip_app({"m": Model(function, **SPECS)})) as http:
+
+        async def calls(count: int, *, slow: bool = False) -> list[bool]:
+            cheap.setattr(inline, "BUDGET_NS", 0 if slow else 10**9)  # every call over the budget, or none
+            before = len(function.threads)
+            for _ in range(count):
+                assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
+            return function.on_loop()[before:]
+
+        assert await calls(FUNCTION_STREAK + 1) == [False] * FUNCTION_STREAK + [True]
+        # Slow once, one cheap inline call after the streak: it held up the loop for that call, then threads.
+        assert await calls(2, slow=True) == [True, False]
+        # The slow call on the loop doubled the streak needed (the one on a thread only started it again).
+        assert await calls(2 * FUNCTION_STREAK + 3) == [False] * 2 * FUNCTION_STREAK + [True] * 3
+        # Slow after 3 cheap inline calls: noise, forgiven; the streak needed is back to its start.
+        assert await calls(1, slow=True) == [True]
+        assert await calls(FUNCTION_STREAK + 1) == [False] * FUNCTION_STREAK + [True]
+
+
+async def test_a_def_measured_over_the_budget_stays_on_the_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inline, "BUDGET_NS", 0)  # every call is over it, however fast the machine
+    function = _Function()
+    async with client(oip_app({"m": Model(function, **SPECS)})) as http:
+        for _ in range(3 * FUNCTION_STREAK):
             assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
-    assert threading.get_ident() not in threads and len(threads) == 10
+    assert function.on_loop() == [False] * 3 * FUNCTION_STREAK
+
+
+async def test_a_def_that_sleeps_is_never_judged_cheap() -> None:
+    threads: list[int] = []
+
+    def sleepy(x: np.ndarray) -> np.ndarray:  # no CPU to speak of, but a millisecond of wall time: over the budget
+        threads.append(threading.get_ident())
+        time.sleep(0.001)
+        return x
+
+    assert inline.BUDGET_NS < 1_000_000
+    async with client(oip_app({"m": Model(sleepy, **SPECS)})) as http:
+        for _ in range(3 * FUNCTION_STREAK):
+            assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
+    assert threading.get_ident() not in threads and len(threads) == 3 * FUNCTION_STREAK
+
+
+async def test_a_def_with_another_request_of_its_model_in_flight_runs_on_a_thread(cheap: pytest.MonkeyPatch) -> None:
+    function = _Function()
+    async with client(oip_app({"m": Model(function, **SPECS)})) as http:
+        for _ in range(FUNCTION_STREAK + 1):
+            assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
+        assert function.on_loop()[-1] is True
+        # 8 elements: larger than any measured, so on a thread, where it waits until released.
+        held = asyncio.ensure_future(http.post("/models/m/infer", json=body(8)))
+        await until(function.entered.is_set, "the call of 8 elements started")
+        assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
+        assert function.on_loop()[-1] is False  # cheap, but the model had another request in flight
+        function.release.set()
+        assert (await held).status_code == 200
+    assert function.on_loop()[-2:] == [False, False]
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        pytest.param(lambda function: Model(function, **SPECS, inline=False), id="inline=False"),
+        # Each batch is one request of 4 rows: it runs once full, never on its delay.
+        pytest.param(lambda function: Model(function, **SPECS, max_batch_size=4, max_batch_delay=HANG), id="batched"),
+    ],
+)
+async def test_a_def_that_keeps_its_thread_always_runs_on_one(cheap: pytest.MonkeyPatch, model: Any) -> None:
+    function = _Function()
+    async with client(oip_app({"m": model(function)})) as http:
+        for _ in range(3 * FUNCTION_STREAK):
+            assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
+    assert function.on_loop() == [False] * 3 * FUNCTION_STREAK
+
+
+def test_inline_is_true_or_false() -> None:
+    with pytest.raises(TypeError, match="inline must be True or False, got str"):
+        Model(lambda x: x, inline="no")  # type: ignore[arg-type]
+    assert Model(lambda x: x, inline=False).replace(version="2").inline is False
+
+
+@pytest.mark.parametrize("raised", [ValueError("told to fail"), SystemExit(3), KeyboardInterrupt()], ids=repr)
+async def test_a_def_that_fails_inline_is_a_500_and_the_server_serves_on(
+    cheap: pytest.MonkeyPatch, raised: BaseException
+) -> None:
+    function = _Function()
+    async with client(oip_app({"m": Model(function, **SPECS)})) as http:
+        for _ in range(FUNCTION_STREAK):
+            await http.post("/models/m/infer", json=body(4))
+        function.raises = raised  # as on a thread: a BaseException fails the call, not the event loop
+        response = await http.post("/models/m/infer", json=body(4))
+        assert function.on_loop()[-1] is True
+        assert response.status_code == 500
+        assert response.json()["error"] == f"model 'm' raised {type(raised).__name__}: {raised}"
+        function.raises = None
+        assert (await http.post("/models/m/infer", json=body(4))).status_code == 200
+
+
+async def test_a_def_inline_sets_context_variables_in_a_copy_and_a_coroutine_it_returns_is_awaited(
+    cheap: pytest.MonkeyPatch,
+) -> None:
+    import contextvars
+
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
+    threads: list[int] = []
+
+    def later(x: np.ndarray) -> Any:
+        threads.append(threading.get_ident())
+        seen.set("by the model")  # in the call's own copy, as on a thread
+
+        async def outputs() -> np.ndarray:
+            return x * 2
+
+        return outputs()
+
+    async with client(oip_app({"m": Model(later, **SPECS)})) as http:
+        for _ in range(FUNCTION_STREAK + 1):
+            response = await http.post("/models/m/infer", json=body(2))
+            assert response.json()["outputs"][0]["data"] == [2.0, 2.0]
+    assert threads[-1] == threading.get_ident() and seen.get() == "unset"
 
 
 @pytest.mark.usefixtures("cheap")

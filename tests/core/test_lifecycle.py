@@ -19,13 +19,13 @@ import pytest
 from oip_asgi import Model, ModelNotReady, ModelRepository, oip_app
 from oip_asgi._core.locks import NameLocks
 from oip_asgi._core.served import SERVING, TRANSITIONS, Cause, IllegalTransition, ServedModels
-from oip_asgi._core.server import ServerCore
+from oip_asgi._core.server import ServerCore, _together
 from oip_asgi._core.serving import VERSION_TRANSITIONS, ServedModel, State
 from oip_asgi._core.workers import WorkerPool
 from tests.core.test_core import BODY, SPECS, adding
 from tests.core.test_repository import broken_model, index, infer, write_model
 from tests.support.client import client
-from tests.support.waiting import until
+from tests.support.waiting import HANG, until
 
 pytestmark = pytest.mark.anyio
 
@@ -184,6 +184,28 @@ async def test_a_names_lock_serialises_it_lets_others_run_and_its_holder_take_it
     await asyncio.gather(first, second, other)
     assert order.index("a1 out") < order.index("a2 in")
     assert len(locks) == 0
+
+
+async def test_the_loads_run_together_and_the_first_failure_cancels_the_others_before_it_is_raised() -> None:
+    # `ServerCore.load` runs its models' loads with asyncio's tasks alone (no anyio backend at start-up), as
+    # a task group would: at once, and a failure cancels the others, which have finished when it is raised.
+    waiting_started, left = asyncio.Event(), []
+
+    async def waits() -> None:
+        waiting_started.set()
+        try:
+            await asyncio.Event().wait()  # never set: only the cancellation ends it
+        finally:
+            left.append("cancelled")
+
+    async def fails() -> None:
+        await waiting_started.wait()  # the other is running: they run together
+        raise RuntimeError("this load broke")
+
+    with pytest.raises(RuntimeError, match="this load broke"):
+        await asyncio.wait_for(_together([waits(), fails()]), HANG)
+    assert left == ["cancelled"]
+    await _together([])  # no models: nothing to run
 
 
 async def test_a_thousand_names_put_and_removed_leave_no_lock_behind() -> None:

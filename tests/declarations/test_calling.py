@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from oip_asgi import Model, TensorSpec
+from oip_asgi._core.inline import FUNCTION_STREAK
 from oip_asgi._core.serving import ServedModel
 from oip_asgi._core.workers import WorkerPool
 from oip_asgi._declarations.calling import BY_KEYWORD, COMPUTES_ONLY, Calling
@@ -32,8 +33,12 @@ def test_a_model_files_model_computes_only_and_keeps_it_when_replaced() -> None:
     model = Model.from_file("missing.onnx", lazy=True)  # not read until it loads
     assert model.calling == COMPUTES_ONLY
     assert model.replace(version="2").calling == COMPUTES_ONLY
-    assert ServedModel("m", model, WorkerPool()).inline is not None
-    assert ServedModel("m", Model(identity, **SPECS), WorkerPool()).inline is None
+    served = ServedModel("m", model, WorkerPool()).inline
+    assert served is not None and served.needed == 0  # a library computes: measured cheap is enough
+    function = ServedModel("m", Model(identity, **SPECS), WorkerPool()).inline
+    assert function is not None and function.needed == FUNCTION_STREAK  # arbitrary code: a streak first
+    for kept in (model.replace(inline=False), Model.from_file("missing.onnx", lazy=True, inline=False)):
+        assert kept.inline is False and ServedModel("m", kept, WorkerPool()).inline is None
 
 
 def test_a_calling_is_checked() -> None:

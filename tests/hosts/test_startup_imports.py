@@ -31,6 +31,14 @@ NOT_SERVED = (
     "prometheus_client",
     "hmac",
     "secrets",
+    # Loading the models and taking no name's lock: anyio's asyncio backend and its synchronization modules
+    # (about 20 modules) are for the threads and task groups of model control, load steps and shutdown.
+    "anyio._backends",
+    "anyio._core._synchronization",
+    # The model files' modules (and zipfile) are for files; sysconfig for an error's message.
+    "oip_asgi._declarations.files",
+    "zipfile",
+    "sysconfig",
 )
 
 PROBE = """
@@ -41,19 +49,37 @@ from oip_asgi._hosts.cli.served import Served
 
 app = Served(oip_asgi.oip_app({"double": lambda x: x * 2}), openai=sys.argv[1] == "openai")
 
+async def started():  # the ASGI lifespan's startup, as uvicorn runs it (the models loaded), left running
+    messages, done = asyncio.Queue(), asyncio.get_running_loop().create_future()
+    await messages.put({"type": "lifespan.startup"})
+
+    async def send(message):  # startup's answer, then shutdown's
+        if not done.done():
+            done.set_result(message["type"])
+
+    scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+    lifespan = asyncio.create_task(app(scope, messages.get, send))
+    assert await done == "lifespan.startup.complete"
+    return messages, lifespan
+
 async def main():
+    messages, lifespan = await started()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://server") as http:
         body = {"inputs": [{"name": "x", "shape": [2], "datatype": "INT32", "data": [1, 2]}]}
         answer = await http.post("/v2/models/double/infer", json=body)
         assert answer.json()["outputs"][0]["data"] == [2, 4], answer.text
+    modules = sorted(sys.modules)  # before the shutdown, which may import what stopping needs
+    await messages.put({"type": "lifespan.shutdown"})
+    await lifespan
+    return modules
 
-asyncio.run(main())
-print(json.dumps(sorted(sys.modules)))
+print(json.dumps(asyncio.run(main())))
 """
 
 
 def imported(served: str) -> set[str]:
-    """The modules a fresh process has imported once it has served a plain model (and `served`) an inference."""
+    """The modules a fresh process has imported once it has started (its lifespan's startup: the models
+    loaded) and served a plain model (and `served`) an inference."""
     result = subprocess.run(
         [sys.executable, "-c", PROBE, served], env=child_env(), capture_output=True, text=True, check=True
     )

@@ -18,7 +18,6 @@ from typing import Any
 
 from ..._core.trace_settings import start_setting
 from ..._declarations.extras import install_line
-from ..._declarations.files.formats import by_extension
 from ..._declarations.model_repository import ModelRepository
 from .arguments import API_KEY_ENV, parser, triton_booleans
 from .logs import LogOptions, log_config, trace_config
@@ -173,6 +172,8 @@ def _unservable(target: str) -> str | None:
         return None
     if os.path.exists(target):
         return f"{target!r} is not a file: serve a directory with --model-repository DIR"
+    from ..._declarations.files.formats import by_extension  # the model files' modules: for files (or this error)
+
     if by_extension(Path(target)) is not None or os.sep in target:
         return f"no such file: {target!r}"
     return f"{target!r} is neither MODULE:ATTR (for example mymodels:models) nor a model file"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sysconfig
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,10 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from ..._core.trace_settings import start_setting
-from ..._declarations.files import detect_format
-from ..._declarations.files._common import AdvisedError
-from ..._declarations.files.formats import FORMATS, tabular
-from ..._declarations.files.labels import labels_beside
 from ..._declarations.model import Model
 from ..._declarations.model_repository import ModelRepository
 from ..._declarations.restricted import restrictions
@@ -129,6 +124,9 @@ def _target_app(
 
 def file_models(paths: Sequence[str], options: FileOptions) -> dict[str, Model]:
     """The models of `paths`, each under its stem, as the command line declares them."""
+    # The model files' modules are imported for files only: a server of MODULE:ATTR starts without them.
+    from ..._declarations.files.formats import FORMATS, tabular
+
     trusting = options.trust_pickles or options.trust_skops_types
     formats = {path: _format(path) for path in paths}
     if trusting and "sklearn" not in formats.values():
@@ -148,6 +146,9 @@ def file_models(paths: Sequence[str], options: FileOptions) -> dict[str, Model]:
 
 
 def _format(path: str) -> str:
+    from ..._declarations.files import detect_format
+    from ..._declarations.files._common import AdvisedError
+
     try:
         return detect_format(Path(path))
     except AdvisedError as exc:
@@ -157,6 +158,10 @@ def _format(path: str) -> str:
 
 
 def _file_model(path: str, format: str, options: FileOptions) -> Model:
+    from ..._declarations.files._common import AdvisedError
+    from ..._declarations.files.formats import FORMATS
+    from ..._declarations.files.labels import labels_beside
+
     own: dict[str, Any] = {}
     if format == "sklearn":
         # --trust-pickles trusts all a file holds, as a config's "trusted: true" does; else the skops types named.
@@ -203,6 +208,8 @@ def _described(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, SyntaxError):  # its message names its file and line already
         return text
+    import sysconfig  # for an error's message only
+
     libraries = tuple({sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")})
     frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not frame.filename.startswith("<")]
     theirs = [frame for frame in frames if not frame.filename.startswith(libraries)] or frames
