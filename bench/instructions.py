@@ -2,7 +2,9 @@
 
 callgrind counts instructions, which the machine's other load does not change. Each case's request
 is made `--low` and `--high` times in two processes under ``PYTHONHASHSEED=0`` (without a fixed seed
-the counts move by a few percent); the difference, divided by the difference of the counts, cancels
+the counts move by a few percent) and ``OPENBLAS_NUM_THREADS=1`` (numpy's BLAS threads spin while they wait,
+for as long as the scheduler lets them: through uvicorn the floor's count moved by 18 k between runs under
+load, ours by 23 k); the difference, divided by the difference of the counts, cancels
 the start-up (and the imports). The cases:
 
 - `W1`: W1's request driven straight into the app mounted in Starlette (`inprocess.requester`: no server, no
@@ -516,7 +518,7 @@ def instructions(case: str, count: int, bodies: Path | None, statement: str | No
         # Without address randomisation: objects hashed by their address collide alike in every run.
         fixed = ["setarch", platform.machine(), "--addr-no-randomize"] if shutil.which("setarch") else []
         measured = [sys.executable, __file__, "--cases", case, "--run", str(count)]
-        environ = {**os.environ, "PYTHONHASHSEED": "0"}
+        environ = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
         if statement is not None:  # an import: the statement alone, in a fresh interpreter (its bytecode cached)
             measured = [sys.executable, "-c", statement]
             environ.pop("PYTHONDONTWRITEBYTECODE", None)  # else every run compiles the modules it imports

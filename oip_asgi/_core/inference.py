@@ -7,7 +7,8 @@ applies classification, and fails with the same messages on every wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -23,6 +24,7 @@ from .serving import ServedModel
 from .tensors import output_array, shape_text
 
 _ABSENT: Any = object()
+_NONE = itertools.repeat(None)  # each undeclared output's request: none
 _ndarray = np.ndarray
 DEFAULT_OUTPUT = "OUTPUT0"  # the name a single unnamed result gets when a model declares no outputs
 
@@ -52,16 +54,16 @@ def model_outputs(
             output_parameters = result.output_parameters
             result = result.outputs
         produced = _produced_outputs(model, result)
-    wanted: Sequence[tuple[Any, RequestedOutput | None]]
+    wanted: Iterable[tuple[Any, RequestedOutput | None]]
     if request.outputs is not None:
         wanted = [(output.name, output) for output in request.outputs]
     elif model.outputs is not None:
         wanted = model.every_output
     else:
-        wanted = [(output, None) for output in produced]
         for output in produced:
             if not isinstance(output, str):  # it would go out as a number or base64 text: a name nobody asked for
                 raise ModelError(f"model '{model.name}' returned an output keyed {output!r}; output names are strings")
+        wanted = zip(produced, _NONE, strict=False)  # (not a comprehension: its frame costs more than these two calls)
     if model.output_names is not None and not produced.keys() <= model.output_names:
         undeclared = [output for output in produced if model.output_spec(output) is None]
         raise ModelError(f"model '{model.name}' returned undeclared outputs: {', '.join(map(repr, undeclared))}")
@@ -144,17 +146,30 @@ def _output_array(model: ServedModel, output: str, value: Any) -> tuple[np.ndarr
             f"model '{model.name}' returned output '{output}' with shape {shape_text(array.shape)}, "
             f"declared {shape_text(spec.shape)}"
         )
-    if spec is not None and type(value) is np.ndarray and (array is value or value.dtype == object):
+    if type(value) is np.ndarray and (array is value or value.dtype == object):
         _found_as_it_is(model, output, datatype, value)  # (a BYTES array of objects is checked on each response)
     return array, datatype
 
 
 _FORMS = 16  # the dtypes and shapes kept an output: beyond them (a batch's every size), the checks run again
+# The undeclared outputs kept a model: their names come from what it returns (an identity's, from the request).
+_UNDECLARED_FORMS = 16
 
 
 def _found_as_it_is(model: ServedModel, output: str, datatype: str, value: np.ndarray) -> None:
-    """Remember that `value`'s dtype and shape go out as they are for `output` of `model`."""
-    form = model.output_forms.setdefault(output, (datatype, [], set(), datatype == "BYTES"))
+    """Remember that `value`'s dtype and shape go out as they are for `output` of `model`.
+
+    A declared output's datatype is its spec's, whatever dtype comes. An undeclared one's is its first array's:
+    another dtype (another datatype) is never remembered beside it, and only so many such outputs are kept.
+    """
+    forms = model.output_forms
+    form = forms.get(output)
+    if form is None:
+        if model.outputs is None and len(forms) >= _UNDECLARED_FORMS:
+            return
+        form = forms[output] = (datatype, [], set(), datatype == "BYTES")
+    elif form[0] != datatype:
+        return
     if value.dtype not in form[1] and len(form[1]) < _FORMS:
         form[1].append(value.dtype)
     if len(form[2]) < _FORMS:

@@ -152,15 +152,15 @@ class Responder:
         if model.decoupled:  # Triton's words: clients match on them
             raise DecoupledUnsupported(f"{exchange.endpoint} doesn't support models with decoupled transaction policy")
         request = await exchange.decode(model)
-        times.decoded = now()
+        times.decoded = decoded = now()
         try:
             try:
                 # The model's call inline, not in a helper coroutine: one frame fewer on the hot path.
                 try:
                     direct = model.direct
-                    if direct is not None:  # an async function awaited here, as it is
+                    if direct is not None:  # an async function awaited here, as it is (from its decode's time)
                         times.called = True
-                        times.submitted = times.started = now()
+                        times.submitted = times.started = decoded
                         model.in_flight += 1
                         try:
                             result = await direct(**request.inputs)
@@ -169,14 +169,14 @@ class Responder:
                         except (Exception, SystemExit) as exc:
                             raise model.failure(exc) from exc
                         finally:
-                            times.ended = now()
+                            times.ended = returned = now()
                             model.in_flight -= 1
                     else:
                         result = await model(request, times)
+                        returned = now()
                 except asyncio.CancelledError:
                     request.cancelled = True  # the client left: a model that runs on sees it (is_cancelled())
                     raise
-                returned = now()
                 times.returned = True
                 try:
                     outputs, parameters = model_outputs(model, request, result)

@@ -8,9 +8,10 @@ a Triton Python model's ``execute``); the core and the wires import it from ``_c
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
 import numpy as np
 
 
@@ -28,8 +29,7 @@ class Held(Protocol):
     def release(self) -> None: ...
 
 
-@dataclass(slots=True)
-class DecodedRequest:
+class DecodedRequest(msgspec.Struct):  # a Struct: made for every request, in C (a dataclass's __init__ is Python)
     """A request's tensors as arrays, its parameters (the request's and each input's), and what to answer.
 
     `cancelled` turns true once its client has left (the core sets it when the request is cancelled, a
@@ -39,10 +39,10 @@ class DecodedRequest:
 
     inputs: dict[str, np.ndarray]
     id: str | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[str, Any] = msgspec.field(default_factory=dict)
     outputs: list[RequestedOutput] | None = None  # None: every output
     binary_outputs: bool = False  # REST: outputs the request does not list come back binary
-    input_parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # each input's, where it has any
+    input_parameters: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)  # each input's, where it has any
     # The request parameters Triton's frontends act on themselves (sequence_id, priority, timeout, ...),
     # taken out of `parameters` by the wire: a model never sees them there (`_core/reserved.py`).
     controls: dict[str, Any] | None = None

@@ -13,8 +13,6 @@ from typing import Any
 from starlette.routing import BaseRoute, Match, Mount, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .paths import mounted_paths
-
 logger = logging.getLogger("oip_asgi")
 
 
@@ -27,22 +25,34 @@ class OIPMount(Mount):
     stops at a newline (``/v2/models/a%0Ab`` would get the host app's 404, not ours).
     """
 
+    def __init__(self, path: str, app: ASGIApp, name: str | None = None) -> None:
+        super().__init__(path, app=app, name=name)
+        self._below = self.path + "/"
+        # Starlette's router awaits `route.handle(...)`, whose body is `await self.app(...)`: the app itself is
+        # handed the request instead, one coroutine frame fewer a request.
+        self.handle = self.app  # type: ignore[method-assign,assignment]
+
     @property
     def routes(self) -> list[BaseRoute]:
         # The app's routes are its own table, not Starlette's: the host's url_path_for must not walk them.
         return []
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        # `mounted_paths` (_http/paths.py), written out: this runs on every request the host routes to it.
         if scope["type"] not in ("http", "websocket"):
             return Match.NONE, {}
-        paths = mounted_paths(scope, self.path)
-        if paths is None:
+        path: str = scope["path"]
+        root_path: str = scope.get("root_path", "")
+        if root_path and (path == root_path or path.startswith(root_path + "/")):
+            path = path[len(root_path) :]
+        prefix = self.path
+        if prefix and path != prefix and not path.startswith(self._below):
             return Match.NONE, {}
         return Match.FULL, {
             "path_params": dict(scope.get("path_params", {})),
-            "app_root_path": scope.get("app_root_path", scope.get("root_path", "")),
-            "root_path": paths[0],
-            "path": paths[1],
+            "app_root_path": scope.get("app_root_path", root_path),
+            "root_path": root_path + prefix,
+            "path": root_path + path,
             "endpoint": self.app,
         }
 

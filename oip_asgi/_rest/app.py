@@ -19,18 +19,19 @@ from .._core.request import DecodedRequest
 from .._core.server import CoreOptions, ServerCore
 from .._core.serving import ServedModel
 from .._core.unsupported import unsupported
-from .._declarations.errors import BadRequest, NotFound, quoted
+from .._declarations.errors import BadRequest, ClientDisconnected, NotFound, quoted
 from .._declarations.model import ModelsArgument
 from .._declarations.restricted import RestrictionsArgument, restrictions
 from .._http.disconnect import answer_streamed, listen_when_asked
 from .._http.headers import headers_named
-from .._http.routing import Endpoint, Route, Table, WireApp
+from .._http.routing import Endpoint, Route, SendFailed, Table, WireApp
 from .body import BodyReader
 from .request import read_request
 from .responses import (
     EVENT_STREAM,
     JSON,
     OCTET_STREAM,
+    SLICE,
     ResponseStream,
     choose_encoding,
     event,
@@ -334,10 +335,15 @@ class _RESTExchange:
     def decode(self, model: ServedModel) -> Awaitable[DecodedRequest]:
         # A plain function handing back read_request's coroutine: one coroutine frame fewer a request.
         headers, core = self._headers, self._app.core
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and length.isascii():  # the usual header: no call to check it
+            content_length: int | None = int(length)
+        else:
+            content_length = _length_header(headers, b"content-length")
         self._reader = reader = BodyReader(
             self._receive,
             limit=core.max_body_size,
-            content_length=_length_header(headers, b"content-length"),
+            content_length=content_length,
             content_encoding=headers.get(b"content-encoding"),
         )
         header_length = None
@@ -354,8 +360,27 @@ class _RESTExchange:
 
     async def send(self, response: tuple[bytes, list[bytes | memoryview]]) -> None:
         header, binary = response
-        headers = [OCTET_STREAM, (b"inference-header-content-length", str(len(header)).encode())] if binary else [JSON]
         accepted = self._headers.get(b"accept-encoding")
+        if not binary and not accepted and len(header) <= SLICE:
+            # The usual reply, JSON in one message: `send_response`'s common case, written out.
+            length = len(header)
+            try:
+                send = self._send
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 200,
+                        "headers": [JSON, (b"content-length", b"%d" % length)],
+                    }
+                )
+                await send({"type": "http.response.body", "body": header})
+            except OSError as exc:
+                raise ClientDisconnected from exc
+            except Exception as exc:
+                raise SendFailed from exc
+            self.sent, self.responses = length, 1
+            return
+        headers = [OCTET_STREAM, (b"inference-header-content-length", str(len(header)).encode())] if binary else [JSON]
         encoding = choose_encoding(accepted) if accepted else None
         self.sent = await send_response(self._send, 200, headers, [header, *binary], encoding=encoding)
         self.responses = 1

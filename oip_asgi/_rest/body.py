@@ -35,6 +35,7 @@ class BodyReader:
         "_compressed",
         "content_length",
         "received",
+        "ended",
     )
 
     def __init__(
@@ -46,8 +47,14 @@ class BodyReader:
         self._position = 0
         self._more = True
         self.received = 0  # body bytes taken so far (after inflating)
+        self.ended = False  # known to have been read to its end, with nothing past it (`read_rest`'s whole body)
         self._inflater: Any = None
         self._compressed = b""
+        if content_encoding is None:  # the usual body: neither compressed nor checked for it
+            self.content_length = content_length
+            if content_length is not None and content_length > limit:
+                raise self._too_large()
+            return
         encoding = (content_encoding or "identity").strip().lower()
         if encoding in _WBITS:
             self._inflater = _DeflateInflater() if encoding == "deflate" else zlib.decompressobj(_WBITS[encoding])
@@ -155,6 +162,7 @@ class BodyReader:
             if size > self._limit:
                 raise self._too_large()
             if not more and (self.content_length is None or size == self.content_length):
+                self.ended = True
                 return body  # the chunk stays empty: nothing is left of it
             self._chunk = memoryview(body)
             self._position = 0

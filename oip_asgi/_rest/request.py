@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import msgspec
 import numpy as np
 
 from .._core.checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
@@ -18,9 +19,16 @@ from .._core.shared_memory import Place, SharedMemory, hold_regions, placement
 from .._core.tensors import array_from_binary
 from .._declarations.errors import BadRequest, PayloadTooLarge, quoted
 from .body import BodyReader
-from .json_request import decode_request, input_parameters
+from .json_request import BULK_SIZE, decode_request, input_parameters
 from .json_tensors import array_from_json
-from .schemas import InferenceRequest, InputParameters, OutputParameters, RequestInput, RequestOutput
+from .schemas import (
+    InferenceRequest,
+    InputParameters,
+    OutputParameters,
+    RequestInput,
+    RequestOutput,
+    request_decoder,
+)
 
 
 async def read_request(
@@ -47,7 +55,13 @@ async def read_request(
         header = await reader.read_rest()
         if reader.received > max_header_size:
             raise PayloadTooLarge(f"JSON request body exceeds the {max_header_size}-byte limit for JSON")
-        request = decode_request(header, None)
+        if len(header) < BULK_SIZE:  # the usual request, decoded here; `decode_request` decodes any other
+            try:
+                request = request_decoder.decode(header)
+            except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+                request = decode_request(header, None)  # (again: the failure worded, nested rows decoded)
+        else:
+            request = decode_request(header, None)
         declared = reader.received
     else:
         if header_length > max_header_size:
@@ -65,7 +79,10 @@ async def read_request(
 
     check_inputs(model, request.inputs)
     outputs, places_outputs = _requested(request) if request.outputs is not None else (None, False)
-    parameters, controls, binary = rest_parameters(request.parameters)  # what Triton's frontend takes, taken
+    if request.parameters:  # what Triton's frontend takes, taken
+        parameters, controls, binary = rest_parameters(request.parameters)
+    else:
+        parameters, controls, binary = {}, None, False
     decoded = DecodedRequest({}, request.id, parameters, outputs, binary, controls=controls, watch=watch)
     if model.model.takes_input_parameters:
         decoded.input_parameters = input_parameters(header)
@@ -75,8 +92,12 @@ async def read_request(
     sizes: list[tuple[RequestInput, int]] = []
     placed: list[tuple[RequestInput, Place]] = []
     for tensor in request.inputs:
-        size = tensor.binary_data_size
-        if tensor.parameters is not None and tensor.parameters.shared_memory_region is not None:
+        if tensor.parameters is None:  # the usual input: its data in the JSON (`binary_data_size` is None)
+            if tensor.data is None:
+                raise BadRequest(f"input {quoted(tensor.name)} has neither data nor binary_data_size")
+            continue
+        size = tensor.parameters.binary_data_size
+        if tensor.parameters.shared_memory_region is not None:
             placed.append((tensor, _place(tensor, size)))
             continue
         if size is None:
@@ -112,7 +133,8 @@ async def read_request(
             buffer = _unbacked_buffer(size)
             await reader.readinto(buffer.data, f"input {quoted(tensor.name)}")
             decoded.inputs[tensor.name] = array_from_binary(tensor.name, tensor.datatype, tensor.shape, buffer)
-        await reader.expect_end(declared)
+        if not reader.ended:  # (a JSON body that came whole in one message was read to its end)
+            await reader.expect_end(declared)
         for tensor in request.inputs:
             if tensor.data is not None:
                 decoded.inputs[tensor.name] = array_from_json(tensor.name, tensor.datatype, tensor.shape, tensor.data)

@@ -50,3 +50,24 @@ def test_what_changes_is_cast_or_refused_as_on_the_first_response(served: Served
         sent(served, {"count": np.array([-1], np.int64)})
     with pytest.raises(ModelError, match="undeclared outputs: 'extra'"):
         sent(served, {"count": np.array([3], np.uint32), "extra": np.array([1])})
+
+
+def test_an_undeclared_output_is_remembered_with_its_own_datatype_and_only_so_many_are() -> None:
+    model = ServedModel("m", Model(lambda **inputs: inputs), WorkerPool(1))
+
+    def datatypes(result: dict[str, np.ndarray]) -> dict[str, str]:
+        outputs, _ = model_outputs(model, DecodedRequest({}), result)
+        return {output.name: output.datatype for output in outputs}
+
+    x = np.array([1.5], np.float32)
+    for _ in range(2):
+        assert datatypes({"x": x}) == {"x": "FP32"}
+    assert set(model.output_forms) == {"x"}
+    # Another dtype under the same name is its own datatype, never the first one's.
+    assert datatypes({"x": np.array([1], np.int64)}) == {"x": "INT64"}
+    assert datatypes({"x": np.array([1.5], np.float64)}) == {"x": "FP64"}
+    assert datatypes({"x": x}) == {"x": "FP32"}
+    # The names come from what the model returns (an identity's, from the request): a bounded number is kept.
+    for index in range(100):
+        assert datatypes({f"y{index}": x}) == {f"y{index}": "FP32"}
+    assert 1 < len(model.output_forms) <= 16

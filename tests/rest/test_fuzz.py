@@ -68,7 +68,7 @@ def test_harness_catches_a_500(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("planted")
 
-    monkeypatch.setattr(oip_asgi._rest.request, "decode_request", broken)
+    monkeypatch.setattr(oip_asgi._rest.request, "check_inputs", broken)
     with pytest.raises(AssertionError, match="ZeroDivisionError: planted"):
         fuzz_request.one_input((FUZZ / "corpus" / "json-fp32").read_bytes())
 
