@@ -91,15 +91,7 @@ def check_inputs(model: ServedModel, inputs: Sequence[TensorHeader]) -> None:
     for tensor in inputs:
         if tensor.datatype not in DATATYPES:
             raise BadRequest(unknown_datatype(tensor.name, tensor.datatype))
-        # `check_shape`'s tests, written out for the usual shape: it is called to word what fails.
-        shape = tensor.shape
-        if (
-            len(shape) > _MAX_DIMS
-            or (shape and min(shape) < 0)
-            or (math.prod(shape) or math.prod(dim for dim in shape if dim)) * (ELEMENT_SIZES.get(tensor.datatype) or 8)
-            > _MAX_BYTES
-        ):
-            check_shape(tensor)
+        check_shape(tensor)
     if model.inputs is None:
         return
     for tensor in inputs:

@@ -13,6 +13,8 @@ from typing import Any
 from starlette.routing import BaseRoute, Match, Mount, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .paths import mounted_paths
+
 logger = logging.getLogger("oip_asgi")
 
 
@@ -27,7 +29,6 @@ class OIPMount(Mount):
 
     def __init__(self, path: str, app: ASGIApp, name: str | None = None) -> None:
         super().__init__(path, app=app, name=name)
-        self._below = self.path + "/"
         # Starlette's router awaits `route.handle(...)`, whose body is `await self.app(...)`: the app itself is
         # handed the request instead, one coroutine frame fewer a request.
         self.handle = self.app  # type: ignore[method-assign,assignment]
@@ -38,21 +39,16 @@ class OIPMount(Mount):
         return []
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        # `mounted_paths` (_http/paths.py), written out: this runs on every request the host routes to it.
         if scope["type"] not in ("http", "websocket"):
             return Match.NONE, {}
-        path: str = scope["path"]
-        root_path: str = scope.get("root_path", "")
-        if root_path and (path == root_path or path.startswith(root_path + "/")):
-            path = path[len(root_path) :]
-        prefix = self.path
-        if prefix and path != prefix and not path.startswith(self._below):
+        paths = mounted_paths(scope, self.path)
+        if paths is None:
             return Match.NONE, {}
         return Match.FULL, {
             "path_params": dict(scope.get("path_params", {})),
-            "app_root_path": scope.get("app_root_path", root_path),
-            "root_path": root_path + prefix,
-            "path": root_path + path,
+            "app_root_path": scope.get("app_root_path", scope.get("root_path", "")),
+            "root_path": paths[0],
+            "path": paths[1],
             "endpoint": self.app,
         }
 

@@ -42,7 +42,7 @@ from .._declarations.errors import ClientDisconnected, MethodNotAllowed, OIPErro
 from .._declarations.restricted import Restriction
 from .headers import header
 from .lifespan import serve_lifespan
-from .paths import checked_prefix, is_under, mounted_scope
+from .paths import checked_prefix, is_under, mounted_scope, route_path
 
 # An endpoint may hand back the coroutine that answers (one coroutine frame fewer); what it returns is dropped.
 Endpoint = Callable[[Scope, Receive, Send, "re.Match[str]"], Awaitable[object]]
@@ -174,9 +174,8 @@ class Router:
         if not self._seen_first:
             self._before_first_request(scope)
         path: str = scope["path"]
-        root_path = scope.get("root_path")
-        if root_path and (path == root_path or path.startswith(root_path + "/")):  # `route_path`, written out
-            path = path[len(root_path) :]
+        if scope.get("root_path"):
+            path = route_path(scope)
         front = self._front
         route: Route | None
         if front is not None and scope["method"] in front[2].methods and (match := front[0](path)) is not None:

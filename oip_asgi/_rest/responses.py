@@ -43,7 +43,8 @@ async def send_response(
     encoding: str | None = None,
 ) -> int:
     """Send a response whose body is `parts`, in slices of at most `SLICE` bytes (compressed with
-    `encoding`, gzip or deflate, when given); the body's bytes. Every whole response goes out here.
+    `encoding`, gzip or deflate, when given); the body's bytes. Every whole response goes out here but
+    inference's usual reply (JSON in one message, uncompressed), which `_RESTExchange.send` sends itself.
 
     A client that left is a `ClientDisconnected` (ASGI servers raise an OSError on its connection);
     any other failure a `SendFailed`.
