@@ -26,6 +26,7 @@ from .._http.disconnect import answer_streamed, listen_when_asked
 from .._http.headers import headers_named
 from .._http.routing import Endpoint, Route, SendFailed, Table, WireApp
 from .body import BodyReader
+from .json_request import json_reason
 from .request import read_request
 from .responses import (
     EVENT_STREAM,
@@ -281,7 +282,7 @@ class OIPApp(WireApp):
         try:
             return msgspec.json.decode(body, type=kind)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            raise BadRequest(f"malformed request JSON: {exc}") from None
+            raise BadRequest(f"malformed request JSON: {json_reason(exc, body)}") from None
 
     # The endpoints that answer through the core are plain functions handing back its coroutine: one
     # coroutine frame fewer a request.

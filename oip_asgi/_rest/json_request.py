@@ -49,10 +49,24 @@ def decode_request(data: JSONText, header_length: int | None) -> InferenceReques
             return parse_request(data)
     except msgspec.ValidationError as exc:
         raise BadRequest(_validation_message(exc, data)) from None
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec raises the latter for invalid UTF-8
-        raise BadRequest(f"malformed inference request JSON: {exc}{_json_hint(data, header_length)}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest(
+            f"malformed inference request JSON: {json_reason(exc, data)}{_json_hint(data, header_length)}"
+        ) from None
     except RecursionError:
         raise BadRequest("malformed inference request JSON: nested too deeply") from None
+
+
+def json_reason(exc: msgspec.DecodeError | UnicodeDecodeError, data: JSONText) -> str:
+    """Why `data` is not JSON, in msgspec's words, but invalid UTF-8 in Python codec's, which name the byte and
+    its place in the body: msgspec raised those (a UnicodeDecodeError) until 0.22 and words them itself since
+    0.23 ("Invalid UTF-8 encoded string"), and the message a client reads must not change with its version."""
+    if isinstance(exc, UnicodeDecodeError) or "UTF-8" in str(exc):
+        try:
+            bytes(data).decode()
+        except UnicodeDecodeError as invalid:
+            return str(invalid)
+    return str(exc)
 
 
 def parse_request(data: JSONText) -> InferenceRequest:

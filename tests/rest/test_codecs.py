@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -20,7 +21,7 @@ from oip_asgi._core.number_text import number_texts
 from oip_asgi._declarations.datatypes import rounds_to_infinity
 from oip_asgi._declarations.errors import BadRequest
 from oip_asgi._rest.bulk_json import bulk_request
-from oip_asgi._rest.json_request import parse_request
+from oip_asgi._rest.json_request import json_reason, parse_request
 from oip_asgi._rest.json_tensors import array_from_json
 from tests.support.client import as_array, binary_outputs, binary_request, bytes_tensor, client, split_response
 from tests.support.strategies import DTYPES, tensors
@@ -196,3 +197,16 @@ def test_the_bulk_parser_agrees_with_msgspec(request: tuple[bytes, bool]) -> Non
         assert _outcome(got.name, got.datatype, got.shape, got.data) == _outcome(
             want.name, want.datatype, want.shape, want.data
         )
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [
+        msgspec.DecodeError("Invalid UTF-8 encoded string"),  # msgspec 0.23 and later
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),  # msgspec 0.22 and before
+    ],
+)
+def test_invalid_utf8_is_worded_alike_whichever_msgspec_raised_it(raised: Exception) -> None:
+    body = b'{"inputs": [{"name": "\xff"}]}'
+    assert json_reason(raised, body) == "'utf-8' codec can't decode byte 0xff in position 22: invalid start byte"
+    assert json_reason(msgspec.DecodeError("trailing characters"), body) == "trailing characters"
