@@ -50,20 +50,18 @@ class BodyReader:
         self.ended = False  # known to have been read to its end, with nothing past it (`read_rest`'s whole body)
         self._inflater: Any = None
         self._compressed = b""
-        if content_encoding is None:  # the usual body: neither compressed nor checked for it
-            self.content_length = content_length
-            if content_length is not None and content_length > limit:
-                raise self._too_large()
-            return
-        encoding = (content_encoding or "identity").strip().lower()
-        if encoding in _WBITS:
-            self._inflater = _DeflateInflater() if encoding == "deflate" else zlib.decompressobj(_WBITS[encoding])
-            # Content-Length counts compressed bytes: only the inflated total says how large the body is.
-            self.content_length = None
-        elif encoding == "identity":
+        if content_encoding is None:  # the usual body: neither compressed nor parsed for its encoding
             self.content_length = content_length
         else:
-            raise UnsupportedMediaType(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or identity")
+            encoding = (content_encoding or "identity").strip().lower()
+            if encoding in _WBITS:
+                self._inflater = _DeflateInflater() if encoding == "deflate" else zlib.decompressobj(_WBITS[encoding])
+                # Content-Length counts compressed bytes: only the inflated total says how large the body is.
+                self.content_length = None
+            elif encoding == "identity":
+                self.content_length = content_length
+            else:
+                raise UnsupportedMediaType(f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or identity")
         if self.content_length is not None and self.content_length > limit:
             raise self._too_large()
 

@@ -13,15 +13,12 @@ from typing import Any
 
 import msgspec
 import numpy as np
-import orjson
 
 from .._core.number_text import json_numbers
 from .._core.tensors import INTEGERS, integer_out_of_range, miscount, shape_text
 from .._declarations.datatypes import NATIVE_DTYPES, native_dtype
 from .._declarations.errors import BadRequest, quoted
 from .schemas import ELEMENT
-
-_NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
 
 @cache
@@ -138,8 +135,7 @@ def json_data(name: str, array: np.ndarray, datatype: str) -> list[str] | msgspe
             ) from None
     if datatype == "BF16":
         raise BadRequest(f"output {quoted(name)} is BF16, which has no JSON form; request it as binary data")
-    flat = array.ravel()  # `json_numbers`, written out for all but float16 (orjson takes C-contiguous arrays)
-    text = orjson.dumps(flat, option=_NUMPY) if flat.dtype.char != "e" else json_numbers(flat)
+    text = json_numbers(array)
     # orjson prints NaN and infinity as null, the only "n" in numbers; one byte is searched by memchr (`find`:
     # `in` on bytes first tries its operand as an integer, and raises and clears a TypeError each time).
     if array.dtype.kind == "f" and text.find(b"n") >= 0:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import msgspec
 import numpy as np
 
 from .._core.checks import check_against, check_binary_size, check_inputs, check_outputs, raw_input_shape
@@ -19,16 +18,9 @@ from .._core.shared_memory import Place, SharedMemory, hold_regions, placement
 from .._core.tensors import array_from_binary
 from .._declarations.errors import BadRequest, PayloadTooLarge, quoted
 from .body import BodyReader
-from .json_request import BULK_SIZE, decode_request, input_parameters
+from .json_request import decode_request, input_parameters
 from .json_tensors import array_from_json
-from .schemas import (
-    InferenceRequest,
-    InputParameters,
-    OutputParameters,
-    RequestInput,
-    RequestOutput,
-    request_decoder,
-)
+from .schemas import InferenceRequest, InputParameters, OutputParameters, RequestInput, RequestOutput
 
 
 async def read_request(
@@ -55,13 +47,7 @@ async def read_request(
         header = await reader.read_rest()
         if reader.received > max_header_size:
             raise PayloadTooLarge(f"JSON request body exceeds the {max_header_size}-byte limit for JSON")
-        if len(header) < BULK_SIZE:  # the usual request, decoded here; `decode_request` decodes any other
-            try:
-                request = request_decoder.decode(header)
-            except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
-                request = decode_request(header, None)  # (again: the failure worded, nested rows decoded)
-        else:
-            request = decode_request(header, None)
+        request = decode_request(header, None)
         declared = reader.received
     else:
         if header_length > max_header_size:

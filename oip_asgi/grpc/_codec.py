@@ -90,10 +90,7 @@ def parse_request(body: bytes) -> tuple[pb.ModelInferRequest, Sequence[bytes | m
     early, or holds a wire type protobuf refuses, is refused.
     """
     if len(body) < SPLIT_ABOVE:
-        try:
-            return from_string(body), ()
-        except DecodeError as exc:
-            raise not_valid(exc) from None
+        return _parse_message(body), ()
     view = memoryview(body)
     header: list[memoryview] = []
     raw: list[memoryview] = []

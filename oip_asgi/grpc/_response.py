@@ -52,15 +52,6 @@ def _string(tag: bytes, text: str) -> bytes:
     return tag + varint(len(data)) + data if data else b""  # proto3 leaves "" out
 
 
-def plain(outputs: list[OutputTensor]) -> bool:
-    """Whether these outputs are written here: none has parameters of its own (a model's, or the binary size's),
-    and none goes to shared memory (`_codec.encode_response` writes it there)."""
-    for output in outputs:
-        if output.parameters or (output.requested is not None and output.requested.placed is not None):
-            return False
-    return True
-
-
 def head(model: str, version: str, request_id: str | None) -> bytes:
     """The serialized fields of a response without parameters before its outputs."""
     key = (model, version)
@@ -91,13 +82,14 @@ def _header(name: str, datatype: str, shape: tuple[int, ...]) -> bytes:
 
 def response_bytes(head: bytes, outputs: list[OutputTensor], field: int | None = None) -> bytes | None:
     """The response of `head` (its serialized fields before the outputs) and `outputs` (raw contents); with
-    `field`, as that field of a message. None unless the outputs are `plain`."""
+    `field`, as that field of a message. None unless every output is plain: none has parameters of its own (a
+    model's, or the binary size's) and none goes to shared memory (`_codec.encode_response` writes those)."""
     parts: list[Any] = [head]
     raw: list[Any] = []
     size = len(head)
     for output in outputs:
         if output.parameters or (output.requested is not None and output.requested.placed is not None):
-            return None  # not plain: see `plain`
+            return None
         array: np.ndarray = output.array
         datatype = output.datatype
         shape = array.shape
