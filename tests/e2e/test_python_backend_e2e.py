@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.support.servers import Server, free_port, serving
+from tests.support.servers import Server, free_port, int32_inputs, serving
 from tests.support.waiting import HANG, wait_until, written
 
 httpclient = pytest.importorskip("tritonclient.http")
@@ -298,15 +298,6 @@ def server(root: Path) -> Iterator[tuple[Server, int, int]]:
         yield running, grpc_port, metrics_port
 
 
-def _inputs(module: Any, **arrays: np.ndarray) -> list[Any]:
-    made = []
-    for name, array in arrays.items():
-        tensor = module.InferInput(name, list(array.shape), "INT32")
-        tensor.set_data_from_numpy(array)
-        made.append(tensor)
-    return made
-
-
 def _answered(answers: queue.SimpleQueue[Any], result: Any, error: Any) -> None:
     answers.put(result if error is None else error)
 
@@ -321,7 +312,7 @@ def _clients(server: tuple[Server, int, int]) -> list[tuple[Any, Any]]:
 
 def test_the_seven_init_args_and_the_auto_completed_config(server: tuple[Server, int, int]) -> None:
     for module, client in _clients(server):
-        result = client.infer("initargs", _inputs(module, IN=np.array([1], np.int32)))
+        result = client.infer("initargs", int32_inputs(module, IN=np.array([1], np.int32)))
         args = json.loads(result.as_numpy("ARGS")[0])
         assert sorted(args) == sorted(SEVEN_KEYS)
         assert all(isinstance(value, str) for value in args.values())
@@ -344,9 +335,9 @@ def test_a_dynamic_batch_reaches_execute_together_and_unrequested_outputs_are_dr
         for _ in range(3):  # trio runs a batch once it holds 3 rows: these three, together
             if module is grpcclient:
                 callback = functools.partial(_answered, answers)
-                client.async_infer("trio", _inputs(module, A=a, B=a), callback, outputs=requested)
+                client.async_infer("trio", int32_inputs(module, A=a, B=a), callback, outputs=requested)
             else:
-                answers.put(client.async_infer("trio", _inputs(module, A=a, B=a), outputs=requested))
+                answers.put(client.async_infer("trio", int32_inputs(module, A=a, B=a), outputs=requested))
         results = [answers.get(timeout=HANG) for _ in range(3)]
         results = [result.get_result() if module is httpclient else result for result in results]
         for result in results:
@@ -374,21 +365,21 @@ def test_a_triton_error_becomes_tritons_status_on_each_wire(
     assert message == (f"code {how}" if how >= 0 else "no code")
     client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
     with pytest.raises(InferenceServerException) as grpc_error:
-        client.infer("fails", _inputs(grpcclient, IN=np.array([how], np.int32)))
+        client.infer("fails", int32_inputs(grpcclient, IN=np.array([how], np.int32)))
     assert grpc_error.value.status() == f"StatusCode.{grpc_status}"
 
 
 def test_an_exception_or_no_response_is_a_500_that_says_so(server: tuple[Server, int, int]) -> None:
     for module, client in _clients(server):
         with pytest.raises(InferenceServerException) as raised:
-            client.infer("fails", _inputs(module, IN=np.array([-1], np.int32)))
+            client.infer("fails", int32_inputs(module, IN=np.array([-1], np.int32)))
         assert (
             "Failed to process the request(s) for model 'fails_0_0', message: ValueError: the model refuses -1"
             in str(raised.value)
         )
         assert raised.value.status() in ("500", "StatusCode.INTERNAL")
         with pytest.raises(InferenceServerException, match="returned None and sent no response") as none:
-            client.infer("fails", _inputs(module, IN=np.array([-2], np.int32)))
+            client.infer("fails", int32_inputs(module, IN=np.array([-2], np.int32)))
         assert none.value.status() in ("500", "StatusCode.INTERNAL")
 
 
@@ -398,7 +389,7 @@ def test_a_decoupled_model_answers_through_its_sender_after_execute_returned(ser
     got: queue.SimpleQueue[Any] = queue.SimpleQueue()
     client.start_stream(lambda result, error: got.put((result, error)))
     try:
-        client.async_stream_infer("repeat", _inputs(grpcclient, IN=np.array([4, 5, 6], np.int32)))
+        client.async_stream_infer("repeat", int32_inputs(grpcclient, IN=np.array([4, 5, 6], np.int32)))
         values = []
         for _ in range(3):
             result, error = got.get(timeout=HANG)
@@ -411,9 +402,9 @@ def test_a_decoupled_model_answers_through_its_sender_after_execute_returned(ser
 
 def test_bls_sync_decoupled_and_async_run_in_process(server: tuple[Server, int, int]) -> None:
     for module, client in _clients(server):
-        result = client.infer("bls", _inputs(module, A=np.array([1, 2], np.int32)))
+        result = client.infer("bls", int32_inputs(module, A=np.array([1, 2], np.int32)))
         assert result.as_numpy("OUT").tolist() == [2, 4]  # adder's SUM, streamed back by repeat
-        result = client.infer("bls_async", _inputs(module, A=np.array([1, 2], np.int32)))
+        result = client.infer("bls_async", int32_inputs(module, A=np.array([1, 2], np.int32)))
         assert result.as_numpy("OUT").tolist() == [-2, -4]
 
 
@@ -433,9 +424,13 @@ def test_load_unload_from_a_model_and_is_ready_and_custom_metrics(server: tuple[
     assert [other.is_model_ready("spare") for _, other in _clients(server)] == [False, False]
     marker.write_text("")
     assert client.is_model_ready("spare")
-    assert client.infer("manager", _inputs(module, IN=np.array([0], np.int32))).as_numpy("READY").tolist() == [False]
+    assert client.infer("manager", int32_inputs(module, IN=np.array([0], np.int32))).as_numpy("READY").tolist() == [
+        False
+    ]
     assert not client.is_model_ready("spare")
-    assert client.infer("manager", _inputs(module, IN=np.array([1], np.int32))).as_numpy("READY").tolist() == [True]
+    assert client.infer("manager", int32_inputs(module, IN=np.array([1], np.int32))).as_numpy("READY").tolist() == [
+        True
+    ]
     assert client.is_model_ready("spare")
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
         text = response.read().decode()
@@ -448,7 +443,7 @@ def test_a_decoupled_model_sees_is_cancelled_once_the_client_left(server: tuple[
     client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
     got: queue.SimpleQueue[Any] = queue.SimpleQueue()
     client.start_stream(lambda result, error: got.put((result, error)))
-    client.async_stream_infer("ticker", _inputs(grpcclient, IN=np.array([0], np.int32)))
+    client.async_stream_infer("ticker", int32_inputs(grpcclient, IN=np.array([0], np.int32)))
     result, error = got.get(timeout=HANG)
     assert error is None and int(result.as_numpy("OUT")[0]) == 0
     client.stop_stream(cancel_requests=True)
@@ -471,7 +466,7 @@ def _gated(server: tuple[Server, int, int], model: str, keys: list[int]) -> list
     def infer(key: int) -> Any:
         client = httpclient.InferenceServerClient(server[0].address, network_timeout=HANG)
         try:
-            return client.infer(model, _inputs(httpclient, IN=np.array([key], np.int32)))
+            return client.infer(model, int32_inputs(httpclient, IN=np.array([key], np.int32)))
         finally:
             client.close()
 

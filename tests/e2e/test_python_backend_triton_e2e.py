@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.support.servers import Server, free_port, serving
+from tests.support.servers import Server, free_port, int32_inputs, serving
 from tests.support.triton_models import write_repository
 from tests.support.waiting import HANG, wait_until, written
 
@@ -50,15 +50,6 @@ def _clients(server: tuple[Server, int]) -> list[tuple[Any, Any]]:
     ]
 
 
-def _inputs(module: Any, **arrays: np.ndarray) -> list[Any]:
-    made = []
-    for name, array in arrays.items():
-        tensor = module.InferInput(name, list(array.shape), "INT32")
-        tensor.set_data_from_numpy(array)
-        made.append(tensor)
-    return made
-
-
 def _streamed(server: tuple[Server, int], model: str, requests: list[dict[str, np.ndarray]], **options: Any) -> Any:
     """`requests` on one gRPC stream (tritonclient's); what its callback got, as it got it."""
     got: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
@@ -66,7 +57,7 @@ def _streamed(server: tuple[Server, int], model: str, requests: list[dict[str, n
     client.start_stream(lambda result, error: got.put((result, error)), **options)
     try:
         for index, arrays in enumerate(requests):
-            client.async_stream_infer(model, _inputs(grpcclient, **arrays), request_id=str(index))
+            client.async_stream_infer(model, int32_inputs(grpcclient, **arrays), request_id=str(index))
         return [got.get(timeout=HANG) for _ in requests]
     finally:
         client.stop_stream()
@@ -75,7 +66,7 @@ def _streamed(server: tuple[Server, int], model: str, requests: list[dict[str, n
 def test_models_import_their_own_helpers(server: tuple[Server, int]) -> None:
     for module, client in _clients(server):
         for name in ("imports_a", "imports_b"):
-            result = client.infer(name, _inputs(module, IN=np.array([1], np.int32)))
+            result = client.infer(name, int32_inputs(module, IN=np.array([1], np.int32)))
             assert result.as_numpy("OUT")[0].decode() == f"{name[-1]}:{name[-1]}:file1:file2:the folder of {name}"
 
 
@@ -98,7 +89,7 @@ def test_four_async_decoupled_executes_overlap_and_answer_out_of_order(server: t
 
 def test_sync_bls_and_iterated_async_decoupled_bls_from_an_async_execute(server: tuple[Server, int]) -> None:
     for module, client in _clients(server):
-        result = client.infer("bls_from_async", _inputs(module, X=np.array([2], np.int32)))
+        result = client.infer("bls_from_async", int32_inputs(module, X=np.array([2], np.int32)))
         assert (result.as_numpy("DOUBLED").tolist(), result.as_numpy("COUNTED").tolist()) == ([4], [1, 2])
         assert result.as_numpy("NEXT").tolist() == [1, 2]
 
@@ -107,7 +98,7 @@ def test_bls_in_initialize_fails_its_load_with_tritons_words(server: tuple[Serve
     for module, client in _clients(server):
         assert not client.is_model_ready("bls_in_initialize")
         with pytest.raises(InferenceServerException, match="BLS is only supported during the 'execute' function"):
-            client.infer("bls_in_initialize", _inputs(module, IN=np.array([1], np.int32)))
+            client.infer("bls_in_initialize", int32_inputs(module, IN=np.array([1], np.int32)))
 
 
 def test_a_batched_decoupled_model_fails_one_request_of_two(server: tuple[Server, int]) -> None:
@@ -123,11 +114,11 @@ def test_a_model_that_is_not_decoupled_answers_through_its_sender(server: tuple[
         for model in ("sender", "sender_async"):
             tag = 1000 + index * 100 + (model == "sender_async") * 10
             for case in (1, 2, 3):
-                result = client.infer(model, _inputs(module, HOW=np.array([tag + case], np.int32)))
+                result = client.infer(model, int32_inputs(module, HOW=np.array([tag + case], np.int32)))
                 assert result.as_numpy("OUT").tolist() == [tag + case]
-            assert client.infer(model, _inputs(module, HOW=np.array([tag + 4], np.int32))).as_numpy("OUT").tolist() == [
-                tag + 4
-            ]
+            assert client.infer(model, int32_inputs(module, HOW=np.array([tag + 4], np.int32))).as_numpy(
+                "OUT"
+            ).tolist() == [tag + 4]
             (root / model / f"go.{(tag + 4) // 10}").write_text("")
             refused = written(root / model / f"refused.{(tag + 4) // 10}")
             assert refused == "Unable to send response. Response sender has been closed."
@@ -136,7 +127,7 @@ def test_a_model_that_is_not_decoupled_answers_through_its_sender(server: tuple[
 def test_is_cancelled_is_true_once_a_grpc_client_cancels_a_unary_call(server: tuple[Server, int], root: Path) -> None:
     client = grpcclient.InferenceServerClient(f"127.0.0.1:{server[1]}")
     for key, model in ((11, "waits"), (12, "waits_async")):
-        call = client.async_infer(model, _inputs(grpcclient, IN=np.array([key], np.int32)), lambda *answer: None)
+        call = client.async_infer(model, int32_inputs(grpcclient, IN=np.array([key], np.int32)), lambda *answer: None)
         wait_until((root / model / f"running.{key}").exists, "the request reached execute")
         call.cancel()
         assert written(root / model / f"cancelled.{key}") == "cancelled"
@@ -167,13 +158,13 @@ def test_triton_grpc_error_ends_the_stream_with_the_status(server: tuple[Server,
 def test_tritons_request_controls_reach_the_model_as_controls_not_parameters(server: tuple[Server, int]) -> None:
     for module, client in _clients(server):
         result = client.infer(
-            "parameters", _inputs(module, IN=np.array([1], np.int32)), timeout=1500, priority=3, sequence_id=42,
+            "parameters", int32_inputs(module, IN=np.array([1], np.int32)), timeout=1500, priority=3, sequence_id=42,
             sequence_start=True, parameters={"mine": "yes"},
         )  # fmt: skip
         seen = json.loads(result.as_numpy("SEEN")[0])
         assert seen == {"parameters": {"mine": "yes"}, "correlation_id": 42, "flags": 1, "timeout": 1500}
         with pytest.raises(InferenceServerException, match="reserved for Triton usage"):
-            client.infer("parameters", _inputs(module, IN=np.array([1], np.int32)), parameters={"triton_x": 1})
+            client.infer("parameters", int32_inputs(module, IN=np.array([1], np.int32)), parameters={"triton_x": 1})
 
 
 def test_generate_maps_a_parameter_that_names_an_input(server: tuple[Server, int]) -> None:

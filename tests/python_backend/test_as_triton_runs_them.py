@@ -31,7 +31,7 @@ from oip_asgi.grpc import serving  # noqa: E402
 from tests.support.client import client  # noqa: E402
 from tests.support.grpc import output_array, request  # noqa: E402
 from tests.support.triton_models import write_repository  # noqa: E402
-from tests.support.waiting import HANG, until  # noqa: E402
+from tests.support.waiting import HANG, has_text, until  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 INFER = "/inference.GRPCInferenceService/ModelInfer"
@@ -245,7 +245,7 @@ async def test_a_model_that_is_not_decoupled_answers_through_its_sender(wires: W
     assert answer.outputs is not None and answer.outputs["OUT"].tolist() == [tag + 4]
     (wires.root / model / f"go.{(tag + 4) // 10}").write_text("")
     refused = wires.root / model / f"refused.{(tag + 4) // 10}"
-    await until(lambda: refused.exists() and refused.read_text(), "the model tried its second response")
+    await until(lambda: has_text(refused), "the model tried its second response")
     assert refused.read_text() == "Unable to send response. Response sender has been closed."
     answer = await wires.infer(wire, model, HOW=np.array([tag + 5], I32))  # FINAL before any response
     assert answer.status in (500, "INTERNAL")
@@ -287,7 +287,7 @@ async def test_is_cancelled_turns_true_once_a_grpc_client_cancels_a_unary_reques
     running, cancelled = wires.root / model / "running.1", wires.root / model / "cancelled.1"
     await until(running.exists, "the request reached execute")
     call.cancel()
-    await until(lambda: cancelled.exists() and cancelled.read_text(), "the model saw its request cancelled")
+    await until(lambda: has_text(cancelled), "the model saw its request cancelled")
 
 
 @pytest.mark.parametrize("model", ["waits", "waits_async"])
@@ -315,7 +315,7 @@ async def test_is_cancelled_turns_true_once_a_rest_client_disconnects(wires: Wir
     await until(running.exists, "the request reached execute")
     assert not cancelled.exists()
     left.set()
-    await until(lambda: cancelled.exists() and cancelled.read_text(), "the model saw its client leave")
+    await until(lambda: has_text(cancelled), "the model saw its client leave")
     await asyncio.wait_for(answering, HANG)  # and the request ends
 
 

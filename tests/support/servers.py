@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.support.waiting import HANG
 
@@ -182,3 +183,13 @@ def chunked_infer(address: str, request: object) -> tuple[int, bytes]:
         return response.status, response.read()
     finally:
         connection.close()
+
+
+def int32_inputs(module: Any, **arrays: Any) -> list[Any]:
+    """tritonclient's inputs (`module` is tritonclient.http or .grpc) of these INT32 arrays, each under its name."""
+    made = []
+    for name, array in arrays.items():
+        tensor = module.InferInput(name, list(array.shape), "INT32")
+        tensor.set_data_from_numpy(array)
+        made.append(tensor)
+    return made

@@ -31,21 +31,20 @@ async def until(condition: Callable[[], object], what: str = "the condition", *,
         await asyncio.sleep(0.001)
 
 
+def has_text(path: Path) -> bool:
+    """Whether another process has written `path`: it exists and holds text (created is not yet written)."""
+    return path.exists() and bool(path.read_text())
+
+
 def written(path: Path, what: str = "", *, within: float = HANG) -> str:
     """The text of `path` once another process (a model's `finally`, say) has written it.
 
     A file is created before its text is written, so "it exists" is not yet "it is written": this waits
-    for text. The writers here write one short line with one call, which a reader sees whole or not at all.
+    for text (`has_text`; on the event loop, `await until(lambda: has_text(path))`). The writers here write
+    one short line with one call, which a reader sees whole or not at all.
     """
-    text = ""
-
-    def has_text() -> bool:
-        nonlocal text
-        text = path.read_text() if path.exists() else ""
-        return bool(text)
-
-    wait_until(has_text, what or f"{path.name} was not written", within=within)
-    return text
+    wait_until(lambda: has_text(path), what or f"{path.name} was not written", within=within)
+    return path.read_text()
 
 
 def whole_lines(path: Path) -> list[str]:
